@@ -1,0 +1,33 @@
+"""normstats: exact normalization constants of image datasets.
+
+>>> import numpy as np, normstats
+>>> stats = normstats.compute(np.zeros((4, 8, 8, 3), np.uint8))
+>>> stats.mean
+(0.0, 0.0, 0.0)
+"""
+
+from normstats.compute import compute
+from normstats.errors import (
+    EmptyDatasetError,
+    IncompatibleImagesError,
+    InvalidOptionError,
+    NormstatsError,
+    UnreadableInputError,
+)
+from normstats.records import Skipped
+from normstats.stats import VARIANTS, DatasetStats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "compute",
+    "DatasetStats",
+    "Skipped",
+    "VARIANTS",
+    "NormstatsError",
+    "EmptyDatasetError",
+    "IncompatibleImagesError",
+    "InvalidOptionError",
+    "UnreadableInputError",
+    "__version__",
+]

@@ -1,0 +1,134 @@
+"""The ``normstats`` command line: a thin click layer over the library.
+
+Heavy modules are imported inside commands, so ``normstats --help`` stays instant.
+Every failure ends with exit status 1 and one line ``normstats: error: <reason>``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+__all__ = ["main"]
+
+_MODES = ("RGB", "L", "RGBA", "keep")
+_LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
+
+
+def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn NormstatsError into a one-line message and exit status 1."""
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from normstats.errors import NormstatsError
+        from normstats.report import printable
+
+        try:
+            return command(*args, **kwargs)
+        except NormstatsError as error:
+            raise click.ClickException(printable(str(error))) from None
+    return wrapper
+
+
+class _Group(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        click.ClickException.show = _show_one_line  # type: ignore[method-assign]
+        return super().main(*args, **kwargs)
+
+
+def _show_one_line(self: click.ClickException, file: Any = None) -> None:
+    click.echo(f"normstats: error: {self.format_message()}", err=True)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="normstats")
+def main() -> None:
+    """Exact per-channel normalization constants of image datasets."""
+
+
+def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--mode", type=click.Choice(_MODES), default="RGB", show_default=True,
+                     help="Decode policy for image files: RGB as torchvision's loader; keep = "
+                          "native channels and bit depth (16-bit stays 16-bit)."),
+        click.option("--layout", type=click.Choice(_LAYOUTS), default=None,
+                     help="Array layout (default: detected; see the docs)."),
+        click.option("--scale", type=float, default=None,
+                     help="Divide reported values by this (default: 255 for 8-bit, "
+                          "65535 for 16-bit, 1 for float)."),
+        click.option("--channels", default=None, help="Channel names, comma separated."),
+        click.option("--on-error", type=click.Choice(("skip", "fail")), default="skip",
+                     show_default=True, help="Skip unreadable files (named) or stop at the "
+                                             "first."),
+        click.option("--max-pixels", type=int, default=None,
+                     help="Decompression-bomb limit per image (default: Pillow's)."),
+        click.option("--workers", type=int, default=None,
+                     help="Parallel workers (default: usable CPUs)."),
+        click.option("--scheduler", type=click.Choice(("sync", "threads", "processes")),
+                     default=None, help="Local Dask scheduler (default: processes for "
+                                        "folders, threads for arrays)."),
+        click.option("--task-size", type=int, default=None, help="Images per Dask task."),
+        click.option("--progress/--no-progress", default=None,
+                     help="Progress bar on stderr (default: when stderr is a terminal)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, path_type=str))
+@_compute_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+@click.option("--variant", default="std", show_default=True,
+              help="Std variant of the Normalize line (std, per_image_std, ...).")
+@_user_errors
+def compute(path: str, as_json: bool, variant: str, channels: str | None,
+            **options: Any) -> None:
+    """Compute the normalization constants of PATH (a folder, .npy file or zarr array)."""
+    import normstats
+    from normstats.report import render_report
+
+    names = tuple(c.strip() for c in channels.split(",")) if channels else None
+    stats = normstats.compute(path, channels=names, **options)
+    if as_json:
+        click.echo(stats.to_json())
+    else:
+        click.echo(render_report(stats, variant))
+
+
+@main.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Keep the generated dataset in this folder (default: a temporary one).")
+@click.option("--images", type=int, default=120, show_default=True)
+@_user_errors
+def demo(out: str | None, images: int) -> None:
+    """Build a small synthetic photo dataset offline and compute its constants."""
+    import normstats
+    from normstats.demo import write_demo_dataset
+    from normstats.report import render_report
+
+    with tempfile.TemporaryDirectory(prefix="normstats-demo-") as scratch:
+        root = write_demo_dataset(out or scratch, images=images)
+        click.echo(f"demo dataset: {images} synthetic photos (PNG, JPEG, some grayscale) "
+                   f"and one truncated JPEG, in {root}\n", err=True)
+        stats = normstats.compute(root)
+        click.echo(render_report(stats))
+
+
+def _register_optional_commands() -> None:
+    try:
+        from normstats.nn.cli import init_check_command
+    except ImportError:
+        return
+    main.add_command(init_check_command)
+
+
+_register_optional_commands()
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

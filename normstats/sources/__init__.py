@@ -1,0 +1,61 @@
+"""Dataset sources: one module per format behind the protocol of `normstats.sources.base`.
+
+`open_source` picks the source for what the user passed: a folder of images, a
+``.npy`` file or zarr array, an in-memory array, or any iterable of images.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from normstats.errors import NormstatsError
+from normstats.sources.arrays import ArraySource
+from normstats.sources.base import Source, Task, TaskResult
+from normstats.sources.decode import DecodePolicy
+from normstats.sources.folder import FolderSource
+from normstats.sources.iterable import IterableSource
+
+__all__ = ["open_source", "Source", "Task", "TaskResult", "FolderSource", "ArraySource",
+           "IterableSource", "DecodePolicy"]
+
+
+def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
+                max_pixels: int | None = None, fail_fast: bool = False,
+                channel_names: tuple[str, ...] | None = None) -> Source | IterableSource:
+    """The source for ``data``: a path (folder, ``.npy``, zarr), an array or an iterable.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> type(open_source(np.zeros((2, 4, 4, 3), np.uint8))).__name__
+    'ArraySource'
+    """
+    if isinstance(data, str | os.PathLike):
+        path = os.fspath(data)
+        if not os.path.exists(path):
+            raise NormstatsError("no such file or folder", path=path)
+        if os.path.isdir(path) and not _is_zarr(path):
+            policy = DecodePolicy(mode) if max_pixels is None else DecodePolicy(mode, max_pixels)
+            return FolderSource(path, policy, fail_fast=fail_fast)
+        return ArraySource(path, layout=layout, channel_names=channel_names)
+    if isinstance(data, np.ndarray) or _is_array_like(data):
+        return ArraySource(data, layout=layout, channel_names=channel_names)
+    if isinstance(data, Iterable):
+        return IterableSource(data, layout=layout)
+    raise NormstatsError(f"cannot compute statistics of a {type(data).__name__}: pass a folder, "
+                         "a .npy or zarr path, an array, or an iterable of images")
+
+
+def _is_zarr(path: str) -> bool:
+    return os.path.exists(os.path.join(path, "zarr.json")) or \
+        os.path.exists(os.path.join(path, ".zarray"))
+
+
+def _is_array_like(data: Any) -> bool:
+    """zarr and dask arrays: shape, dtype and slicing, but not an iterable of images."""
+    return all(hasattr(data, name) for name in ("shape", "dtype", "__getitem__")) and \
+        not type(data).__module__.startswith("torch")

@@ -1,0 +1,201 @@
+"""Arrays of images or vectors: in memory, ``.npy`` files (memory-mapped) and zarr arrays.
+
+Layouts are detected by a documented rule, and ``layout=`` overrides it:
+
+=========  ==========================================================
+ndim       detected layout
+=========  ==========================================================
+2          ``NC``: N vectors of d features (per-feature statistics)
+3          ``NHW``: N single-channel images (MNIST-style)
+4          ``NHWC`` if the last axis has 1, 3 or 4 entries, else ``NCHW``
+           if axis 1 has 1, 3 or 4 entries, else an error asking for ``layout``
+=========  ==========================================================
+
+``HWC`` and ``HW`` name a single image. Records are computed vectorised over a whole
+task of images; ``.npy`` files are never loaded with ``allow_pickle``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from normstats.errors import InvalidOptionError, NormstatsError, UnreadableInputError
+from normstats.records import Skipped, records_from_stack
+from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
+
+__all__ = ["ArraySource", "ArrayTask", "detect_layout", "LAYOUTS", "open_array"]
+
+LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
+_CHANNEL_COUNTS = (1, 3, 4)
+_TASK_BYTES = 32 << 20
+
+
+def detect_layout(shape: tuple[int, ...]) -> str:
+    """The layout of an array of ``shape`` by the rule in this module's docstring.
+
+    Examples
+    --------
+    >>> detect_layout((60000, 28, 28)), detect_layout((10, 32, 32, 3))
+    ('NHW', 'NHWC')
+    >>> detect_layout((10, 3, 32, 32))
+    'NCHW'
+    """
+    if len(shape) == 2:
+        return "NC"
+    if len(shape) == 3:
+        return "NHW"
+    if len(shape) == 4:
+        if shape[-1] in _CHANNEL_COUNTS:
+            return "NHWC"
+        if shape[1] in _CHANNEL_COUNTS:
+            return "NCHW"
+        raise InvalidOptionError(f"cannot tell the channel axis of shape {shape}; "
+                                 "pass layout='NHWC' or 'NCHW' (--layout)")
+    raise InvalidOptionError(f"an array of shape {shape} is not images (N, H, W[, C]) or "
+                             "vectors (N, d)")
+
+
+def _check_layout(layout: str, ndim: int) -> str:
+    if layout not in LAYOUTS:
+        raise InvalidOptionError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    if len(layout) != ndim:
+        raise InvalidOptionError(f"layout {layout} needs a {len(layout)}-d array, got {ndim}-d")
+    return layout
+
+
+def as_nhwc(block: np.ndarray, layout: str) -> np.ndarray:
+    """View an array block in ``layout`` as (N, H, W, C) images; vectors become 1×1 images.
+
+    Examples
+    --------
+    >>> as_nhwc(np.zeros((5, 3, 8, 9)), "NCHW").shape
+    (5, 8, 9, 3)
+    """
+    single = {"HWC": "NHWC", "CHW": "NCHW", "HW": "NHW"}
+    if layout in single:
+        block, layout = block[None], single[layout]
+    if layout == "NC":
+        return block[:, None, None, :]
+    if layout == "NHW":
+        return block[..., None]
+    if layout == "NCHW":
+        return block.transpose(0, 2, 3, 1)
+    return block
+
+
+def open_array(path: str) -> Any:
+    """Open a ``.npy`` file (memory-mapped, no pickle) or a zarr array, read-only.
+
+    Raises
+    ------
+    NormstatsError
+        Naming the file when it is not a readable array.
+    """
+    if os.path.isdir(path):
+        import zarr
+
+        try:
+            return zarr.open_array(path, mode="r")
+        except Exception as error:  # noqa: BLE001 - zarr raises many types; all mean the same
+            raise NormstatsError(f"not a readable zarr array ({error})", path=path) from None
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as error:
+        raise NormstatsError(f"not a plain .npy array ({error})", path=path) from None
+    except OSError as error:
+        raise NormstatsError(f"cannot read .npy file ({error})", path=path) from None
+
+
+@dataclass(frozen=True)
+class ArrayTask:
+    """Records of images ``start:stop`` of an array (in memory, or reopened by path)."""
+
+    array: Any
+    start: int
+    stop: int
+    layout: str
+    name: str
+    channel_names: tuple[str, ...] | None = None
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    def run(self) -> TaskResult:
+        array = open_array(self.array) if isinstance(self.array, str) else self.array
+        if self.layout in ("HWC", "CHW", "HW"):
+            block = np.asarray(array)
+        else:
+            block = np.asarray(array[self.start:self.stop])
+        stack = as_nhwc(block, self.layout)
+        if stack.dtype.kind == "f" and not np.isfinite(stack).all():
+            return _without_non_finite(stack, self)
+        return TaskResult(records_from_stack(stack, channel_names=self.channel_names))
+
+
+def _without_non_finite(stack: np.ndarray, task: ArrayTask) -> TaskResult:
+    """Skip (and name) the images holding NaN or inf; keep the rest exact."""
+    finite = np.isfinite(stack).reshape(stack.shape[0], -1).all(axis=1)
+    skipped = tuple(Skipped(f"{task.name}[{task.start + i}]", "contains NaN or infinite values")
+                    for i in np.flatnonzero(~finite))
+    if not finite.any():
+        return TaskResult(None, skipped)
+    return TaskResult(records_from_stack(stack[finite], channel_names=task.channel_names), skipped)
+
+
+class ArraySource:
+    """Images (or vectors) held in one array.
+
+    Parameters
+    ----------
+    array : numpy.ndarray, zarr array, str or os.PathLike
+        The data, or the path of a ``.npy`` file or zarr array.
+    layout : str, optional
+        One of `LAYOUTS`; detected by `detect_layout` when omitted.
+    channel_names : tuple of str, optional
+        Names of the channels (c0, c1, ... when omitted: the order is never guessed).
+
+    Examples
+    --------
+    >>> source = ArraySource(np.zeros((10, 8, 8, 3), np.uint8))
+    >>> len(source), source.layout, len(source.tasks(task_size=4))
+    (10, 'NHWC', 3)
+    """
+
+    scheduler = "threads"
+    skipped: tuple[Skipped, ...] = ()
+    ignored = 0
+
+    def __init__(self, array: Any, layout: str | None = None,
+                 channel_names: tuple[str, ...] | None = None) -> None:
+        self.path = os.fspath(array) if isinstance(array, (str, os.PathLike)) else None
+        self.array = open_array(self.path) if self.path else array
+        shape = tuple(self.array.shape)
+        self.layout = _check_layout(layout, len(shape)) if layout else detect_layout(shape)
+        self.kind = "vectors" if self.layout == "NC" else "images"
+        self.mode = self.layout
+        self.channel_names = tuple(channel_names) if channel_names else None
+        self.description = self.path or f"array {shape} {self.array.dtype}"
+        _check_dtype(self.array.dtype, self.description)
+
+    def __len__(self) -> int:
+        return 1 if self.layout in ("HWC", "CHW", "HW") else int(self.array.shape[0])
+
+    def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Task]:
+        count = len(self)
+        if task_size is None:
+            per_image = max(1, int(np.prod(self.array.shape[1:])) * self.array.dtype.itemsize)
+            task_size = default_task_size(count, workers, max(1, _TASK_BYTES // per_image))
+        data = self.path if self.path and self.scheduler == "processes" else self.array
+        name = self.path or "array"
+        return [ArrayTask(data, a, b, self.layout, name, self.channel_names)
+                for a, b in split_evenly(count, task_size)]
+
+
+def _check_dtype(dtype: np.dtype, name: str) -> None:
+    if dtype.kind not in "biuf":
+        raise UnreadableInputError(f"pixel dtype {dtype} is not numeric", name)

@@ -1,0 +1,206 @@
+"""Decoding one image file into pixels, under an explicit mode policy.
+
+The default policy, ``RGB``, is what torchvision's default loader feeds a model
+(``Image.open(p).convert("RGB")``). ``L`` and ``RGBA`` convert likewise. ``keep``
+keeps native channels and bit depth: 16-bit stays uint16 and float stays float.
+No policy clips silently: a 16-bit or float image under an 8-bit policy is refused
+with a pointer to ``--mode keep``. Only the first frame of a multi-frame file is used.
+Pillow's ``LOAD_TRUNCATED_IMAGES`` is never set, so a truncated file is an error,
+not an image padded with grey.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from normstats.errors import InvalidOptionError, UnreadableInputError
+
+__all__ = ["DecodePolicy", "MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "decode_file",
+           "decode_bytes", "channel_names_for", "DecodedImage"]
+
+MODES = ("RGB", "L", "RGBA", "keep")
+ALLOWED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM")
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".dib", ".tif",
+                              ".tiff", ".webp", ".gif", ".ppm", ".pgm", ".pbm", ".pnm"})
+#: Pillow's own default limit, used unless ``--max-pixels`` says otherwise.
+DEFAULT_MAX_PIXELS = int(Image.MAX_IMAGE_PIXELS or 89_478_485)
+
+_HIGH_DEPTH_PREFIXES = ("I", "F")  # I;16*, I (int32), F (float32)
+_KEEP_AS_IS = {"L", "LA", "RGB", "RGBA", "CMYK"}
+_NATIVE_NAMES = {"L": ("L",), "LA": ("L", "A"), "RGB": ("R", "G", "B"),
+                 "RGBA": ("R", "G", "B", "A"), "CMYK": ("C", "M", "Y", "K")}
+
+
+@dataclass(frozen=True)
+class DecodePolicy:
+    """How files become pixels: the mode policy and the decompression-bomb limit.
+
+    Examples
+    --------
+    >>> DecodePolicy("RGB").mode
+    'RGB'
+    """
+
+    mode: str = "RGB"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise InvalidOptionError(f"unknown mode {self.mode!r}; choose one of "
+                                     f"{', '.join(MODES)}")
+        if int(self.max_pixels) <= 0:
+            raise InvalidOptionError(f"max_pixels must be positive, got {self.max_pixels}")
+
+
+class DecodedImage(NamedTuple):
+    """Pixels (H, W, C) of one file and the names of their channels."""
+
+    pixels: np.ndarray
+    channel_names: tuple[str, ...]
+
+
+def channel_names_for(mode: str, channels: int) -> tuple[str, ...]:
+    """Channel names of pixels decoded under ``mode`` with ``channels`` channels.
+
+    Examples
+    --------
+    >>> channel_names_for("keep", 2)
+    ('L', 'A')
+    """
+    if mode != "keep":
+        return _NATIVE_NAMES[mode]
+    return {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}[channels]
+
+
+def decode_file(path: str, policy: DecodePolicy, name: str | None = None) -> DecodedImage:
+    """Read and decode one file to an (H, W, C) array under ``policy``.
+
+    Raises
+    ------
+    UnreadableInputError
+        With the file name and the reason in plain words.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from PIL import Image
+    >>> p = os.path.join(tempfile.mkdtemp(), "a.png")
+    >>> Image.new("L", (3, 2), 7).save(p)
+    >>> decoded = decode_file(p, DecodePolicy("RGB"))
+    >>> decoded.pixels.shape, decoded.channel_names
+    ((2, 3, 3), ('R', 'G', 'B'))
+    """
+    name = name or path
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except IsADirectoryError:
+        raise UnreadableInputError("is a directory, not an image file", name) from None
+    except FileNotFoundError:
+        raise UnreadableInputError("file disappeared before it could be read", name) from None
+    except PermissionError:
+        raise UnreadableInputError("permission denied", name) from None
+    except OSError as error:
+        raise UnreadableInputError(f"cannot read file: {error.strerror or error}", name) from None
+    return decode_bytes(data, name, policy)
+
+
+def decode_bytes(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
+    """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``."""
+    if not data:
+        raise UnreadableInputError("zero-byte file", name)
+    Image.MAX_IMAGE_PIXELS = int(policy.max_pixels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
+            _check_size(image, policy, name)
+            image.load()
+        except UnreadableInputError:
+            raise
+        except UnidentifiedImageError:
+            raise UnreadableInputError("not an image (content is none of "
+                                       f"{', '.join(ALLOWED_FORMATS)})", name) from None
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+            raise UnreadableInputError(f"decompression bomb: {error}; raise the limit with "
+                                       "--max-pixels if the file is trusted", name) from None
+        except Exception as error:  # noqa: BLE001 - any decoder failure is this file's fault
+            raise UnreadableInputError(f"truncated or corrupt image data ({error})",
+                                       name) from None
+    pixels = _to_array(image, data, policy.mode, name)
+    return DecodedImage(pixels, decoded_channel_names(image.mode, policy.mode, pixels.shape[2]))
+
+
+def _check_size(image: Image.Image, policy: DecodePolicy, name: str) -> None:
+    pixels = image.width * image.height
+    if pixels > policy.max_pixels:
+        raise UnreadableInputError(
+            f"decompression bomb: {image.width}x{image.height} = {pixels} pixels exceeds the "
+            f"limit of {policy.max_pixels}; raise it with --max-pixels if the file is trusted",
+            name)
+    if pixels == 0:
+        raise UnreadableInputError("image has no pixels", name)
+
+
+def decoded_channel_names(image_mode: str, mode: str, channels: int) -> tuple[str, ...]:
+    """Names of the channels `decode_bytes` returned for a file of Pillow mode ``image_mode``."""
+    if mode == "keep" and image_mode == "CMYK":
+        return _NATIVE_NAMES["CMYK"]
+    return channel_names_for(mode, channels)
+
+
+def _to_array(image: Image.Image, data: bytes, mode: str, name: str) -> np.ndarray:
+    if mode != "keep":
+        if image.mode.startswith(_HIGH_DEPTH_PREFIXES):
+            raise UnreadableInputError(
+                f"{_describe(image)}: converting it to {mode} would clip it to 8 bits; "
+                "use --mode keep to compute it at its native depth", name)
+        return _hwc(np.asarray(image.convert(mode)))
+    return _hwc(_native_pixels(image, data, name))
+
+
+def _native_pixels(image: Image.Image, data: bytes, name: str) -> np.ndarray:
+    if _is_16bit_color_png(data):
+        raise UnreadableInputError(
+            "16-bit colour PNG: Pillow can only decode it to 8 bits, and --mode keep "
+            "never reduces bit depth silently; use --mode RGB for the 8-bit pixels a "
+            "Pillow-based loader sees", name)
+    if image.mode in _KEEP_AS_IS:
+        return np.asarray(image)
+    if image.mode.startswith("I;16"):
+        return np.asarray(image).astype(np.uint16)
+    if image.mode == "I":
+        pixels = np.asarray(image)
+        if pixels.min() < 0 or pixels.max() > 65535:
+            raise UnreadableInputError("32-bit integer image outside the 16-bit range is not "
+                                       "supported exactly", name)
+        return pixels.astype(np.uint16)
+    if image.mode == "F":
+        return np.asarray(image, dtype=np.float32)
+    if image.mode in ("P", "PA"):
+        has_alpha = image.mode == "PA" or "transparency" in image.info
+        return np.asarray(image.convert("RGBA" if has_alpha else "RGB"))
+    if image.mode == "1":
+        return np.asarray(image.convert("L"))
+    return np.asarray(image.convert("RGB"))
+
+
+def _is_16bit_color_png(data: bytes) -> bool:
+    """True for a PNG whose IHDR says 16 bits per sample and colour type RGB or RGBA."""
+    return (data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 26
+            and data[24] == 16 and data[25] in (2, 6))
+
+
+def _describe(image: Image.Image) -> str:
+    depth = {"F": "32-bit float", "I": "32-bit integer"}.get(image.mode, "16-bit")
+    return f"{depth} image (Pillow mode {image.mode})"
+
+
+def _hwc(pixels: np.ndarray) -> np.ndarray:
+    return pixels[:, :, None] if pixels.ndim == 2 else pixels
