@@ -53,6 +53,9 @@ class WalkResult:
 def walk_images(root: str | os.PathLike) -> WalkResult:
     """List the image files under ``root``, sorted, each physical file once.
 
+    Folders are visited in sorted order and a file reached through several links keeps
+    its first path in sorted order, so the listing is the same on every filesystem.
+
     Examples
     --------
     >>> import tempfile, pathlib
@@ -62,9 +65,8 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
     ['a.png']
     """
     root = Path(root)
-    files: list[FileEntry] = []
+    found: list[tuple[str, tuple[int, int], FileEntry]] = []
     skipped: list[Skipped] = []
-    seen_files: dict[tuple[int, int], str] = {}
     seen_dirs: set[tuple[int, int]] = set()
     ignored = 0
     pending = [root]
@@ -74,15 +76,17 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
         if (info.st_dev, info.st_ino) in seen_dirs:
             continue  # a symlink loop or a second link to a walked folder
         seen_dirs.add((info.st_dev, info.st_ino))
+        subfolders = []
         for entry in _scan(directory, root, skipped):
             rel = os.path.relpath(entry.path, root)
             if _is_dir(entry):
-                pending.append(Path(entry.path))
+                subfolders.append(Path(entry.path))
             elif os.path.splitext(entry.name)[1].lower() not in IMAGE_EXTENSIONS:
                 ignored += 1
             else:
-                _add_file(entry, rel, files, skipped, seen_files)
-    files.sort(key=lambda f: f.path)
+                _stat_file(entry, rel, found, skipped)
+        pending.extend(reversed(subfolders))
+    files = _first_link_of_each_file(found, skipped)
     skipped.sort(key=lambda s: s.path)
     return WalkResult(tuple(files), tuple(skipped), ignored)
 
@@ -90,7 +94,7 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
 def _scan(directory: Path, root: Path, skipped: list[Skipped]) -> list[os.DirEntry]:
     try:
         with os.scandir(directory) as entries:
-            return list(entries)
+            return sorted(entries, key=lambda e: e.name)
     except OSError as error:
         skipped.append(Skipped(os.path.relpath(directory, root) + os.sep,
                                f"cannot list folder: {error.strerror or error}"))
@@ -104,20 +108,27 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def _add_file(entry: os.DirEntry, rel: str, files: list[FileEntry], skipped: list[Skipped],
-              seen: dict[tuple[int, int], str]) -> None:
+def _stat_file(entry: os.DirEntry, rel: str, found: list, skipped: list[Skipped]) -> None:
     try:
         info = entry.stat(follow_symlinks=True)
     except OSError as error:  # a dangling symlink, or a file deleted during the walk
         skipped.append(Skipped(rel, f"cannot stat file: {error.strerror or error}"))
         return
-    identity = (info.st_dev, info.st_ino)
-    if identity in seen:
-        skipped.append(Skipped(rel, f"same file as {seen[identity]} (a hard or symbolic "
-                                    "link); counted once"))
-        return
-    seen[identity] = rel
-    files.append(FileEntry(rel, info.st_size, info.st_mtime_ns))
+    found.append((rel, (info.st_dev, info.st_ino), FileEntry(rel, info.st_size,
+                                                             info.st_mtime_ns)))
+
+
+def _first_link_of_each_file(found: list, skipped: list[Skipped]) -> list[FileEntry]:
+    files: list[FileEntry] = []
+    first_path: dict[tuple[int, int], str] = {}
+    for rel, identity, entry in sorted(found, key=lambda item: item[0]):
+        if identity in first_path:
+            skipped.append(Skipped(rel, f"same file as {first_path[identity]} (a hard or "
+                                        "symbolic link); counted once"))
+            continue
+        first_path[identity] = rel
+        files.append(entry)
+    return files
 
 
 @dataclass(frozen=True)

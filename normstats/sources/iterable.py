@@ -47,7 +47,8 @@ def item_pixels(item: Any, layout: str | None = None) -> DecodedImage:
     else:
         pixels = np.asarray(item)
     pixels = _to_hwc(pixels, layout)
-    names = names if names and len(names) == pixels.shape[2] else default_channel_names(pixels.shape[2])
+    if not names or len(names) != pixels.shape[2]:
+        names = default_channel_names(pixels.shape[2])
     return DecodedImage(pixels, names)
 
 

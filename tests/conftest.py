@@ -1,0 +1,40 @@
+"""Shared fixtures: small generated image datasets written in a temporary folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+def random_images(rng: np.random.Generator, count: int, dtype=np.uint8,
+                  channels: int = 3, sizes=((5, 7), (8, 8), (3, 2))) -> list[np.ndarray]:
+    """Images of several sizes with per-image brightness, like photos of different scenes."""
+    high = np.iinfo(dtype).max
+    out = []
+    for i in range(count):
+        h, w = sizes[i % len(sizes)]
+        centre = rng.integers(0, high + 1)
+        spread = rng.integers(1, high // 4 + 2)
+        pixels = rng.integers(max(0, centre - spread), min(high, centre + spread) + 1,
+                              size=(h, w, channels))
+        out.append(pixels.astype(dtype))
+    return out
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261121)
+
+
+@pytest.fixture
+def png_folder(tmp_path: Path, rng: np.random.Generator) -> tuple[Path, list[np.ndarray]]:
+    """A folder of 24 lossless RGB PNGs in two class sub-folders, and their pixels."""
+    images = random_images(rng, 24)
+    for i, pixels in enumerate(images):
+        folder = tmp_path / "data" / ("cat" if i % 2 else "dog")
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(pixels).save(folder / f"{i:03d}.png")
+    return tmp_path / "data", images

@@ -1,0 +1,157 @@
+"""Folders of image files: the oracle is Pillow's own decode of each file."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import random_images
+from oracle import assert_matches_oracle
+from PIL import Image
+
+import normstats
+from normstats import IncompatibleImagesError, UnreadableInputError
+from normstats.sources.folder import FolderSource, walk_images
+
+
+def pillow_rgb(path: Path) -> np.ndarray:
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def write_mixed_folder(root: Path, rng) -> list[Path]:
+    """PNG, JPEG, BMP, TIFF, WebP, GIF and PPM files; gray, RGBA, palette; several sizes."""
+    pixels = random_images(rng, 8, sizes=((9, 13), (16, 16), (5, 3)))
+    root.mkdir(parents=True, exist_ok=True)
+    files = []
+    specs = [("a.png", None), ("b.jpg", None), ("c.bmp", None), ("d.tiff", None),
+             ("e.webp", None), ("f.png", "L"), ("g.png", "RGBA"), ("h.gif", "P")]
+    for (name, mode), array in zip(specs, pixels):
+        image = Image.fromarray(array)
+        if mode == "RGBA":
+            image = image.convert("RGBA")
+            image.putalpha(128)
+        elif mode:
+            image = image.convert(mode)
+        image.save(root / name)
+        files.append(root / name)
+    (root / "sub").mkdir()
+    Image.fromarray(pixels[0]).save(root / "sub" / "i.ppm")
+    files.append(root / "sub" / "i.ppm")
+    return files
+
+
+def test_mixed_formats_sizes_and_modes_match_pillow_convert_rgb(tmp_path, rng):
+    files = write_mixed_folder(tmp_path / "mixed", rng)
+    (tmp_path / "mixed" / "README.txt").write_text("not an image, ignored")
+    stats = normstats.compute(tmp_path / "mixed", workers=2)
+    assert stats.channels == ("R", "G", "B") and stats.mode == "RGB"
+    assert stats.skipped == ()
+    assert_matches_oracle(stats, [pillow_rgb(p) for p in sorted(files)], 255)
+
+
+def test_png_folder_is_identical_across_workers_and_task_sizes(png_folder):
+    root, images = png_folder
+    runs = [normstats.compute(root, task_size=size, workers=workers)
+            for size in (1, 7, None) for workers in (1, 2)]
+    assert all(run == runs[0] for run in runs)
+    assert_matches_oracle(runs[0], images, 255)
+
+
+def write_bad_files(root: Path, good: bytes) -> dict[str, str]:
+    """One file of each bad kind, and the words its reason must contain."""
+    jpeg = root / "ok.jpg"
+    Image.fromarray(np.full((32, 32, 3), 100, np.uint8)).save(jpeg, quality=90)
+    jpeg_bytes = jpeg.read_bytes()
+    jpeg.unlink()
+    cases = {
+        "truncated.png": (good[: len(good) // 2], "truncated or corrupt"),
+        "cut.jpg": (jpeg_bytes[:200], "truncated or corrupt"),
+        "empty.png": (b"", "zero-byte"),
+        "text.jpg": (b"this is a README, not a JPEG\n" * 4, "not an image"),
+    }
+    for name, (data, _) in cases.items():
+        (root / name).write_bytes(data)
+    (root / "folder.jpg").mkdir()
+    return {name: words for name, (_, words) in cases.items()}
+
+
+def test_bad_files_are_named_skipped_and_the_rest_stays_exact(png_folder):
+    root, images = png_folder
+    good = next(root.rglob("*.png")).read_bytes()
+    expected = write_bad_files(root, good)
+    stats = normstats.compute(root)
+    reasons = {s.path: s.reason for s in stats.skipped}
+    assert set(reasons) == set(expected)
+    for name, words in expected.items():
+        assert words in reasons[name], (name, reasons[name])
+    assert_matches_oracle(stats, images, 255)
+
+
+def test_on_error_fail_stops_at_the_first_bad_file(png_folder):
+    root, _ = png_folder
+    (root / "zero.png").write_bytes(b"")
+    with pytest.raises(UnreadableInputError, match="zero.png: zero-byte file"):
+        normstats.compute(root, on_error="fail", workers=1)
+
+
+def test_decompression_bomb_is_skipped_with_its_reason(png_folder):
+    root, images = png_folder
+    Image.new("L", (300, 300)).save(root / "bomb.png")
+    stats = normstats.compute(root, max_pixels=200 * 200)
+    (skipped,) = stats.skipped
+    assert skipped.path == "bomb.png" and "decompression bomb" in skipped.reason
+    assert "--max-pixels" in skipped.reason
+    assert_matches_oracle(stats, images, 255)
+
+
+def test_symlink_loops_end_and_linked_files_count_once(png_folder):
+    root, images = png_folder
+    os.symlink(root, root / "cat" / "loop")
+    os.symlink(root / "dog" / "000.png", root / "alias.png")
+    os.link(root / "dog" / "002.png", root / "hard.png")
+    walk = walk_images(root)
+    assert len(walk.files) == len(images)
+    assert {s.path: s.reason for s in walk.skipped} == {
+        "dog/000.png": "same file as alias.png (a hard or symbolic link); counted once",
+        "hard.png": "same file as dog/002.png (a hard or symbolic link); counted once"}
+    stats = normstats.compute(root)
+    assert_matches_oracle(stats, images, 255)
+
+
+def test_sixteen_bit_gray_is_refused_under_rgb_and_kept_exact_under_keep(tmp_path, rng):
+    images = random_images(rng, 4, dtype=np.uint16, channels=1, sizes=((6, 5),))
+    for i, pixels in enumerate(images):
+        Image.fromarray(pixels[:, :, 0]).save(tmp_path / f"{i}.png")
+    with pytest.raises(normstats.EmptyDatasetError, match="--mode keep"):
+        normstats.compute(tmp_path)
+    stats = normstats.compute(tmp_path, mode="keep")
+    assert stats.dtype == "uint16" and stats.scale == 65535 and stats.channels == ("L",)
+    assert_matches_oracle(stats, images, 65535)
+
+
+def test_keep_mode_names_two_example_files_of_incompatible_modes(tmp_path, rng):
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "colour.png")
+    Image.fromarray(np.zeros((4, 4), np.uint16)).save(tmp_path / "deep.png")
+    with pytest.raises(IncompatibleImagesError, match="colour.png.*deep.png|deep.png.*colour.png"):
+        normstats.compute(tmp_path, mode="keep")
+
+
+def test_multi_frame_gif_contributes_its_first_frame(tmp_path):
+    frames = [Image.new("L", (4, 4), v) for v in (10, 200)]
+    frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:])
+    stats = normstats.compute(tmp_path, mode="L")
+    assert stats.mean == (Image.open(tmp_path / "anim.gif").convert("L").getpixel((0, 0)) / 255,)
+
+
+def test_folder_source_reports_ignored_files_and_its_channels(png_folder):
+    root, images = png_folder
+    (root / "labels.csv").write_text("a,b")
+    source = FolderSource(root)
+    assert len(source) == len(images) and source.ignored == 1
+    assert source.channel_names == ("R", "G", "B")
+
+
+def test_a_missing_path_is_a_clear_error(tmp_path):
+    with pytest.raises(normstats.NormstatsError, match="no such file or folder"):
+        normstats.compute(tmp_path / "nope")

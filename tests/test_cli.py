@@ -1,0 +1,82 @@
+import json
+
+import numpy as np
+from click.testing import CliRunner
+from oracle import assert_matches_oracle
+
+import normstats
+from normstats.cli import main
+
+
+def test_compute_prints_the_table_explanation_and_normalize_line(png_folder):
+    root, images = png_folder
+    result = CliRunner().invoke(main, ["compute", str(root), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    stats = normstats.compute(root)
+    assert f"{len(images)} images" in result.output
+    for channel, mean in zip("RGB", stats.mean):
+        assert any(line.split()[:2] == [channel, f"{mean:.4f}"]
+                   for line in result.output.splitlines())
+    assert "pooled std" in result.output and "per-image std" in result.output
+    assert "torchvision.transforms.Normalize(mean=(" in result.output
+
+
+def test_json_output_has_every_key_and_round_trips(png_folder):
+    root, images = png_folder
+    (root / "bad.jpg").write_bytes(b"not a jpeg")
+    result = CliRunner().invoke(main, ["compute", str(root), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    for key in ("channels", "mean", "std", "std_ddof1", "per_image_std", "per_image_std_ddof1",
+                "rms_per_image_std", "min", "max", "images", "pixels_per_channel", "dtype",
+                "scale", "mode", "skipped"):
+        assert key in data, key
+    assert data["skipped"] == [{"path": "bad.jpg", "reason": data["skipped"][0]["reason"]}]
+    stats = normstats.DatasetStats.from_dict(data)
+    assert_matches_oracle(stats, images, 255)
+
+
+def test_failures_exit_non_zero_with_one_line(tmp_path, png_folder):
+    root, _ = png_folder
+    (root / "zero.png").write_bytes(b"")
+    result = CliRunner().invoke(main, ["compute", str(root), "--on-error", "fail"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "normstats: error: zero.png: zero-byte file"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(main, ["compute", str(empty)])
+    assert result.exit_code == 1 and "no usable image" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert CliRunner().invoke(main, ["compute", str(tmp_path / "missing")]).exit_code == 2
+    assert CliRunner().invoke(main, ["compute", str(tmp_path), "--mode", "XYZ"]).exit_code == 2
+
+
+def test_npy_layout_and_channels_options(tmp_path, rng):
+    array = rng.integers(0, 256, size=(6, 3, 4, 4), dtype=np.uint8)
+    np.save(tmp_path / "x.npy", array)
+    result = CliRunner().invoke(main, ["compute", str(tmp_path / "x.npy"), "--layout", "NCHW",
+                                       "--channels", "R,G,B", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["channels"] == ["R", "G", "B"]
+
+
+def test_demo_runs_offline_and_shows_both_variants(tmp_path):
+    result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "demo"), "--images", "30"])
+    assert result.exit_code == 0, result.output
+    assert "pooled std" in result.output and "per-image std" in result.output
+    assert "broken.jpg" in result.output
+    stats = normstats.compute(tmp_path / "demo")
+    assert stats.images == 30 and all(p < s for p, s in zip(stats.per_image_std, stats.std))
+
+
+def test_python_dash_m_entry_point():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "normstats", "--help"], capture_output=True,
+                         text=True, check=True)
+    assert "compute" in out.stdout

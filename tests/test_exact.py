@@ -1,0 +1,49 @@
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from normstats.exact import FIXED_BITS, fixed_sum, fixed_to_float, int64_sum, to_fixed
+
+finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float64, st.tuples(st.integers(0, 40), st.integers(1, 3)), elements=finite))
+def test_fixed_sum_is_the_exact_rational_sum(values):
+    totals = fixed_sum(values)
+    for c in range(values.shape[1]):
+        exact = sum((Fraction(v) for v in values[:, c]), Fraction(0))
+        assert Fraction(totals[c], 2**FIXED_BITS) == exact
+
+
+def test_fixed_sum_does_not_depend_on_order_or_grouping(rng):
+    values = rng.normal(size=(1000, 3)) * 10.0 ** rng.integers(-200, 200, size=(1000, 1))
+    whole = fixed_sum(values)
+    parts = [fixed_sum(values[i:i + 7]) for i in range(0, 1000, 7)]
+    assert [sum(p[c] for p in parts) for c in range(3)] == whole
+    assert fixed_sum(values[::-1]) == whole
+
+
+def test_subnormals_and_signs_are_exact():
+    values = np.array([[5e-324], [-5e-324], [2.5e-310], [1e308]])
+    assert Fraction(fixed_sum(values)[0], 2**FIXED_BITS) == sum(Fraction(v) for v in values[:, 0])
+    assert int(to_fixed(np.array([5e-324]))[0]) == 2 ** (FIXED_BITS - 1074)
+
+
+def test_non_finite_values_are_refused():
+    with pytest.raises(ValueError, match="finite"):
+        fixed_sum(np.array([[np.nan]]))
+
+
+def test_fixed_to_float_is_correctly_rounded():
+    assert fixed_to_float(1 << FIXED_BITS, 3) == 1 / 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.int64, st.tuples(st.integers(0, 50), st.integers(1, 2))))
+def test_int64_sum_never_overflows(values):
+    assert int64_sum(values) == [sum(int(v) for v in values[:, c]) for c in range(values.shape[1])]
