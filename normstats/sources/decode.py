@@ -161,7 +161,8 @@ def _to_array(image: Image.Image, data: bytes, mode: str, name: str) -> np.ndarr
             raise UnreadableInputError(
                 f"{_describe(image)}: converting it to {mode} would clip it to 8 bits; "
                 "use --mode keep to compute it at its native depth", name)
-        return _hwc(np.asarray(image.convert(mode)))
+        # convert() to the same mode would only copy the pixels
+        return _hwc(np.asarray(image if image.mode == mode else image.convert(mode)))
     return _hwc(_native_pixels(image, data, name))
 
 

@@ -1,0 +1,112 @@
+"""The peers normstats is measured against, each computing the same statistics.
+
+Every peer returns (mean, pooled std, per-image std) per channel for uint8 NHWC images,
+so the benchmark can check that they agree before it compares their speed.
+"""
+
+from __future__ import annotations
+
+import os
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+def numpy_float64(x: np.ndarray) -> tuple:
+    """The textbook version: convert to float64, then mean/std over axes."""
+    xf = x.astype(np.float64) / 255
+    return xf.mean(axis=(0, 1, 2)), xf.std(axis=(0, 1, 2)), xf.std(axis=(1, 2)).mean(axis=0)
+
+
+def torch_cpu(x: np.ndarray) -> tuple:
+    """PyTorch CPU: ``float()`` then mean/std pooled and per image (2 threads)."""
+    import torch
+
+    torch.set_num_threads(2)
+    t = torch.from_numpy(x).float().div(255)
+    per_image = t.std(dim=(1, 2), unbiased=False).mean(dim=0)
+    return (t.mean(dim=(0, 1, 2)).numpy(), t.std(dim=(0, 1, 2), unbiased=False).numpy(),
+            per_image.numpy())
+
+
+def dask_array(x: np.ndarray) -> tuple:
+    """dask.array mean/std on the same array, chunked by images (threads)."""
+    import dask
+    import dask.array as da
+
+    d = da.from_array(x, chunks=(5000, -1, -1, -1), name=False).astype(np.float64) / 255
+    return dask.compute(d.mean(axis=(0, 1, 2)), d.std(axis=(0, 1, 2)),
+                        d.std(axis=(1, 2)).mean(axis=0), scheduler="threads", num_workers=2)
+
+
+def sklearn_scaler(x: np.ndarray) -> tuple:
+    """scikit-learn StandardScaler.partial_fit on (N·H·W, C) batches (pooled only)."""
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler()
+    pixels = x.reshape(-1, x.shape[-1])
+    for start in range(0, len(pixels), 1 << 20):
+        scaler.partial_fit(pixels[start:start + (1 << 20)] / 255.0)
+    return scaler.mean_, scaler.scale_, None
+
+
+def forum_recipe(files: list[Path]) -> tuple:
+    """The common PyTorch-forum loop: PIL open, float in [0, 1], sum and sum of squares."""
+    import torch
+
+    total = torch.zeros(3, dtype=torch.float64)
+    total_sq = torch.zeros(3, dtype=torch.float64)
+    count = 0
+    for path in files:
+        with Image.open(path) as image:
+            t = torch.from_numpy(np.array(image.convert("RGB"))).float().div(255)
+        total += t.sum(dim=(0, 1)).double()
+        total_sq += (t * t).sum(dim=(0, 1)).double()
+        count += t.shape[0] * t.shape[1]
+    mean = total / count
+    return mean.numpy(), (total_sq / count - mean**2).sqrt().numpy(), None
+
+
+def _pool_chunk(paths: list[str]) -> tuple:
+    total = np.zeros(3)
+    total_sq = np.zeros(3)
+    count = 0
+    for path in paths:
+        with Image.open(path) as image:
+            x = np.asarray(image.convert("RGB"), dtype=np.float64) / 255
+        total += x.sum(axis=(0, 1))
+        total_sq += (x * x).sum(axis=(0, 1))
+        count += x.shape[0] * x.shape[1]
+    return total, total_sq, count
+
+
+def _decode_chunk(paths: list[str]) -> int:
+    pixels = 0
+    for path in paths:
+        with Image.open(path) as image:
+            pixels += np.asarray(image.convert("RGB")).shape[0]
+    return pixels
+
+
+def _chunks(files: list[Path], size: int) -> list[list[str]]:
+    return [[os.fspath(p) for p in files[i:i + size]] for i in range(0, len(files), size)]
+
+
+def pool_pillow_numpy(files: list[Path], workers: int = 2) -> tuple:
+    """multiprocessing.Pool of Pillow decode + numpy float64 sums, 100 files a task."""
+    with get_context("fork").Pool(workers) as pool:
+        parts = pool.map(_pool_chunk, _chunks(files, 100))
+    total = sum(p[0] for p in parts)
+    total_sq = sum(p[1] for p in parts)
+    count = sum(p[2] for p in parts)
+    mean = total / count
+    return mean, np.sqrt(total_sq / count - mean**2), None
+
+
+def pool_decode_only(files: list[Path], workers: int = 2) -> tuple:
+    """The same pool decoding with Pillow and computing nothing: the speed of decoding."""
+    with get_context("fork").Pool(workers) as pool:
+        pool.map(_decode_chunk, _chunks(files, 100))
+    return None, None, None

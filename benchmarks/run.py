@@ -1,0 +1,177 @@
+"""Reproduce every figure of benchmarks/README.md: normstats against its peers, same run.
+
+    python benchmarks/run.py [--quick] [--only array,folder,...]
+
+Data is generated deterministically; each measurement is repeated and reported as the
+median with its spread (min–max); ratios compare medians measured in this one run, so a
+busy machine slows peers and normstats alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import peers  # noqa: E402
+
+import normstats  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def measure(function: Callable[[], object], repeats: int) -> tuple[float, float, float, object]:
+    """Median, min and max seconds over ``repeats`` calls, and the last result."""
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times), result
+
+
+def print_table(title: str, rows: list[tuple], unit: str, work: float,
+                reference: str) -> list[str]:
+    """Markdown rows: name, median s, spread, throughput, ratio, agreement with normstats."""
+    base = {row[0]: row[1] for row in rows}[reference]
+    lines = [f"### {title}", "", f"| tool | median s | spread s | {unit} | "
+             f"{reference} speed-up vs tool | max difference from normstats |",
+             "|---|---|---|---|---|---|"]
+    for name, med, low, high, difference in rows:
+        lines.append(f"| {name} | {med:.3f} | {low:.3f}–{high:.3f} | {work / med:,.0f} | "
+                     f"{med / base:.1f}× | {difference} |")
+    print("\n".join(lines) + "\n", flush=True)
+    return lines + [""]
+
+
+def difference(result: tuple, stats: normstats.DatasetStats) -> str:
+    """Largest absolute difference of a peer's (mean, std, per-image std) from normstats."""
+    if result is None or result[0] is None:
+        return "(computes nothing)"
+    pairs = [(result[0], stats.mean), (result[1], stats.std), (result[2], stats.per_image_std)]
+    gaps = [np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b)))
+            for a, b in pairs if a is not None]
+    return f"{max(gaps):.1e}"
+
+
+def normstats_triple(stats: normstats.DatasetStats) -> tuple:
+    return stats.mean, stats.std, stats.per_image_std
+
+
+def optional(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+        return True
+    except ImportError:
+        print(f"(peer skipped: {module} is not installed)")
+        return False
+
+
+def bench_array(quick: bool) -> list[str]:
+    """uint8 N×32×32×3, every statistic including per-image std."""
+    n = 10_000 if quick else 50_000
+    x = np.random.default_rng(0).integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+    candidates: list[tuple[str, Callable[[], object], int]] = [
+        ("normstats (2 threads)", lambda: normstats.compute(x, workers=2, scale=255), 5),
+        ("numpy float64", lambda: peers.numpy_float64(x), 3),
+        ("dask.array float64", lambda: peers.dask_array(x), 2),
+    ]
+    if optional("torch"):
+        candidates.append(("PyTorch CPU float32 (2 threads)", lambda: peers.torch_cpu(x), 3))
+    if optional("sklearn"):
+        candidates.append(("scikit-learn StandardScaler (pooled only)",
+                           lambda: peers.sklearn_scaler(x), 1))
+    rows = []
+    exact = normstats.compute(x, workers=2)
+    for name, function, repeats in candidates:
+        med, low, high, result = measure(function, repeats)
+        if isinstance(result, normstats.DatasetStats):
+            result = normstats_triple(result)
+        rows.append((name, med, low, high, difference(result, exact)))
+    return print_table(f"uint8 array {n}×32×32×3, all statistics", rows, "images/s", n,
+                       "normstats (2 threads)")
+
+
+def make_jpeg_folder(count: int, size: int) -> list[Path]:
+    folder = DATA / f"jpeg_{size}_{count}"
+    files = sorted(folder.glob("*.jpg"))
+    if len(files) == count:
+        return files
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    for i in range(count):
+        cast = rng.uniform(40, 215, size=3)
+        noise = rng.normal(0, 30, size=(size // 8, size // 8, 3))
+        small = np.clip(cast + noise, 0, 255).astype(np.uint8)
+        from PIL import Image
+        Image.fromarray(small).resize((size, size)).save(folder / f"{i:06d}.jpg", quality=90)
+    return sorted(folder.glob("*.jpg"))
+
+
+def bench_folder(quick: bool) -> list[str]:
+    """A folder of 256×256 JPEGs: forum recipe, Pool of Pillow, decode-only, normstats."""
+    count = 1_000 if quick else 10_000
+    files = make_jpeg_folder(count, 256)
+    root = files[0].parent
+    candidates = [
+        ("normstats (2 processes)", lambda: normstats.compute(root, workers=2)),
+        ("decode only, Pool(2) Pillow", lambda: peers.pool_decode_only(files)),
+        ("Pool(2) Pillow + numpy", lambda: peers.pool_pillow_numpy(files)),
+    ]
+    if optional("torch"):
+        candidates.append(("forum recipe (PIL + torch, 1 process)",
+                           lambda: peers.forum_recipe(files)))
+    rows = []
+    exact = normstats.compute(root, workers=2)
+    for name, function in candidates:
+        med, low, high, result = measure(function, 3)
+        if isinstance(result, normstats.DatasetStats):
+            result = normstats_triple(result)
+        rows.append((name, med, low, high, difference(result, exact)))
+    return print_table(f"folder of {count} JPEGs 256×256, all statistics", rows, "images/s",
+                       count, "normstats (2 processes)")
+
+
+def machine() -> list[str]:
+    versions = []
+    for module in ("numpy", "dask", "zarr", "PIL", "torch", "sklearn"):
+        try:
+            versions.append(f"{module} {importlib.import_module(module).__version__}")
+        except ImportError:
+            pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    line = (f"machine: {os.cpu_count()} cores, {memory:.0f} GiB, Python "
+            f"{platform.python_version()}, normstats {normstats.__version__}; "
+            + ", ".join(versions))
+    print(line + "\n")
+    return [line, ""]
+
+
+SECTIONS = {"array": bench_array, "folder": bench_folder}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small data, under two minutes")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument("--out", default=None, help="also write the markdown tables here")
+    args = parser.parse_args()
+    lines = machine()
+    for name in args.only.split(","):
+        lines += SECTIONS[name](args.quick)
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
