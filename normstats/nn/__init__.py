@@ -1,0 +1,31 @@
+"""normstats.nn: use dataset normalization constants at train time.
+
+* :class:`Normalize` and :func:`fold_into_first_layer`: fused, exact input
+  normalization, or the same constants folded into the first layer's weights.
+* :mod:`normstats.nn.init`: Xavier and Kaiming initialization (PyTorch's formulas) with
+  an explicit ``numpy.random.Generator``.
+* :class:`BatchNorm`, :class:`LayerNorm`, :class:`InstanceNorm`, :class:`GroupNorm`:
+  reference layers with an analytic backward pass, checked against PyTorch.
+* :mod:`normstats.nn.torch`: optional PyTorch adapters (import it explicitly).
+
+Examples
+--------
+>>> import numpy as np
+>>> from normstats.nn import Normalize
+>>> Normalize((0.5,), (0.5,))(np.full((2, 2, 1), 255, np.uint8)).ravel().tolist()
+[1.0, 1.0, 1.0, 1.0]
+"""
+
+from normstats.nn import init
+from normstats.nn.layers import BatchNorm, GroupNorm, InstanceNorm, LayerNorm
+from normstats.nn.normalize import Normalize, fold_into_first_layer
+
+__all__ = [
+    "BatchNorm",
+    "GroupNorm",
+    "InstanceNorm",
+    "LayerNorm",
+    "Normalize",
+    "fold_into_first_layer",
+    "init",
+]

@@ -1,0 +1,91 @@
+"""The seeds' Fig. 1.2 claim, reproduced: Xavier vanishes through ReLU, Kaiming does not."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from normstats.errors import NormstatsError
+from normstats.nn.cli import init_check_command
+from normstats.nn.init_check import CONFIGS, format_table, run_init_check
+
+
+@pytest.fixture(scope="module")
+def default_run():
+    return run_init_check()  # depth 30, width 256, batch 512, seed 0: the CLI defaults
+
+
+def test_xavier_forward_variance_vanishes_by_about_half_per_layer(default_run) -> None:
+    v = default_run.curves["xavier"]
+    assert v.forward[-1] / default_run.input_var < 1e-6
+    per_layer = (v.forward[1:] / v.forward[:-1])
+    assert 0.4 < np.exp(np.log(per_layer).mean()) < 0.6  # geometric mean: seeds eq. 1.36
+    assert v.backward[0] / default_run.top_grad_var < 1e-6  # and so do its gradients
+
+
+def test_kaiming_forward_and_backward_stay_within_a_small_factor(default_run) -> None:
+    v = default_run.curves["kaiming"]
+    forward = v.forward / default_run.input_var
+    backward = v.backward / default_run.top_grad_var
+    assert 0.25 <= forward[-1] <= 4
+    assert np.all((forward >= 0.25) & (forward <= 4))
+    assert np.all((backward >= 0.25) & (backward <= 4))
+
+
+def test_batchnorm_rescues_xavier_forward(default_run) -> None:
+    # BN output has variance 1, ReLU halves its second moment, Xavier keeps it: ~0.5.
+    v = default_run.curves["xavier+bn"]
+    assert np.all((v.forward[1:] > 0.25) & (v.forward[1:] < 1.0))
+
+
+def test_same_seed_same_numbers_and_configs() -> None:
+    a, b = run_init_check(6, 32, 64, seed=3), run_init_check(6, 32, 64, seed=3)
+    assert set(a.curves) == set(CONFIGS)
+    for name in CONFIGS:
+        assert np.array_equal(a.curves[name].forward, b.curves[name].forward)
+        assert np.array_equal(a.curves[name].backward, b.curves[name].backward)
+
+
+def test_cli_prints_one_row_per_layer_and_the_summary() -> None:
+    result = CliRunner().invoke(init_check_command, ["--depth", "8", "--width", "64"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line[:5].strip().isdigit()]
+    assert [int(r.split()[0]) for r in rows] == list(range(1, 9))
+    assert "kaiming: Var f^8 / Var x" in result.output
+    assert result.output.startswith(format_table(run_init_check(8, 64)).splitlines()[0])
+
+
+def test_cli_rejects_bad_options() -> None:
+    result = CliRunner().invoke(init_check_command, ["--depth", "1"])
+    assert result.exit_code == 2 and "--depth" in result.output
+
+
+def test_cli_plot_writes_a_png(tmp_path) -> None:
+    pytest.importorskip("matplotlib", reason="plotting is the optional normstats[plot] extra")
+    target = tmp_path / "fig.png"
+    result = CliRunner().invoke(init_check_command, ["--depth", "4", "--width", "16",
+                                                     "--plot", str(target)])
+    assert result.exit_code == 0, result.output
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_plot_without_matplotlib_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes the import fail
+    result = CliRunner().invoke(init_check_command, ["--depth", "4", "--width", "16",
+                                                     "--plot", str(tmp_path / "f.png")])
+    assert isinstance(result.exception, NormstatsError)
+    assert "pip install 'normstats[plot]'" in str(result.exception)
+
+
+def test_importing_nn_and_its_cli_loads_neither_torch_nor_matplotlib() -> None:
+    code = ("import sys, normstats.nn, normstats.nn.cli; "
+            "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=root)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,207 @@
+"""Fused normalization against the float64 formula, and folding into the first layer."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+
+from normstats.errors import NormstatsError
+from normstats.nn import Normalize, fold_into_first_layer
+
+MEAN = (0.49140105, 0.48215663, 0.44653168)  # CIFAR-10, seeds eq. 1.19-1.20
+STD = (0.24703284, 0.24348499, 0.26158834)
+STATS = SimpleNamespace(channels=("R", "G", "B"), mean=MEAN, std=STD,
+                        per_image_std=(0.20220193, 0.19931635, 0.20086373), scale=255.0)
+
+
+def formula(x: np.ndarray, mean: Any = MEAN, std: Any = STD, scale: float = 255.0) -> np.ndarray:
+    """The float64 reference ``((x / scale) - mean) / std``, in NHWC / HWC."""
+    return (x.astype(np.float64) / scale - np.asarray(mean)) / np.asarray(std)
+
+
+def ulps(a: np.ndarray, b64: np.ndarray) -> np.ndarray:
+    """Distance in float32 ulps between ``a`` and float64 values rounded to float32."""
+    def ordered(v: np.ndarray) -> np.ndarray:
+        i = v.astype(np.float32).view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+    return np.abs(ordered(a) - ordered(b64))
+
+
+def every_byte_per_channel(rng: np.random.Generator) -> np.ndarray:
+    """A (16, 16, 3) uint8 image holding each of the 256 values once per channel."""
+    planes = [rng.permutation(256).reshape(16, 16) for _ in range(3)]
+    return np.stack(planes, axis=-1).astype(np.uint8)
+
+
+def test_all_256_values_of_every_channel_within_one_ulp() -> None:
+    image = every_byte_per_channel(np.random.default_rng(0))
+    out = Normalize(MEAN, STD)(image)
+    assert out.dtype == np.float32 and out.shape == (3, 16, 16)
+    assert ulps(out.transpose(1, 2, 0), formula(image)).max() <= 1
+    assert np.array_equal(out.transpose(1, 2, 0), formula(image).astype(np.float32))
+
+
+@pytest.mark.parametrize("layout", ["chw", "hwc"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batches_in_both_layouts(layout: str, threads: int) -> None:
+    rng = np.random.default_rng(1)
+    batch = rng.integers(0, 256, (5, 7, 9, 3), dtype=np.uint8)
+    out = Normalize.from_stats(STATS, layout=layout, threads=threads)(batch)
+    as_nhwc = out.transpose(0, 2, 3, 1) if layout == "chw" else out
+    assert out.shape == ((5, 3, 7, 9) if layout == "chw" else (5, 7, 9, 3))
+    assert out.flags.c_contiguous
+    assert ulps(as_nhwc, formula(batch)).max() <= 1
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.int16, np.float32, np.float64])
+def test_other_dtypes_within_one_ulp(dtype: type) -> None:
+    rng = np.random.default_rng(2)
+    scale = {np.uint16: 65535.0, np.int16: 32767.0}.get(dtype, 1.0)
+    if dtype in (np.float32, np.float64):
+        x = rng.uniform(0.0, 1.0, (2, 6, 5, 3)).astype(dtype)
+    else:
+        x = rng.integers(0, int(scale) + 1, (2, 6, 5, 3)).astype(dtype)
+    out = Normalize(MEAN, STD, scale)(x)
+    assert ulps(out.transpose(0, 2, 3, 1), formula(x, scale=scale)).max() <= 1
+
+
+def test_uint16_table_covers_every_value() -> None:
+    x = np.arange(65536, dtype=np.uint16).reshape(256, 256, 1)
+    out = Normalize((0.3,), (0.2,), 65535.0, layout="hwc")(x)
+    assert ulps(out, formula(x, (0.3,), (0.2,), 65535.0)).max() <= 1
+
+
+def test_out_argument_is_filled_and_returned() -> None:
+    batch = np.random.default_rng(3).integers(0, 256, (2, 4, 4, 3), dtype=np.uint8)
+    target = np.full((2, 3, 4, 4), np.nan, np.float32)
+    assert Normalize(MEAN, STD)(batch, out=target) is target
+    assert np.array_equal(target, Normalize(MEAN, STD)(batch))
+
+
+def test_inverse_round_trips_uint8_exactly_and_floats_closely() -> None:
+    rng = np.random.default_rng(4)
+    norm = Normalize(MEAN, STD)
+    image = every_byte_per_channel(rng)
+    assert np.array_equal(norm.inverse(norm(image), dtype=np.uint8), image)
+    batch = rng.integers(0, 256, (2, 5, 5, 3), dtype=np.uint8)
+    back = norm.inverse(norm(batch))
+    assert back.dtype == np.float32 and back.shape == batch.shape
+    np.testing.assert_allclose(back, batch, atol=1e-4)
+
+
+def test_inverse_clips_to_the_integer_range() -> None:
+    norm = Normalize((0.5,), (0.5,), layout="hwc")
+    assert norm.inverse(np.array([[[-5.0], [5.0]]]), dtype=np.uint8).ravel().tolist() == [0, 255]
+
+
+def test_from_stats_reads_the_requested_variant() -> None:
+    norm = Normalize.from_stats(STATS, "per_image_std")
+    assert norm.std.tolist() == list(STATS.per_image_std)
+    assert norm.scale == 255.0
+    with pytest.raises(NormstatsError, match="no variant 'rms'"):
+        Normalize.from_stats(STATS, "rms")
+    vectors = SimpleNamespace(mean=(0.1, 0.2), std=(1.0, 2.0), per_image_std=None, scale=1.0)
+    with pytest.raises(NormstatsError, match="not computed for this data"):
+        Normalize.from_stats(vectors, "per_image_std")
+
+
+def test_from_a_real_dataset_stats() -> None:
+    normstats = pytest.importorskip("normstats")
+    if not hasattr(normstats, "compute"):
+        pytest.skip("the statistics core (normstats.compute) is not available")
+    images = np.random.default_rng(8).integers(0, 256, (4, 6, 5, 3), dtype=np.uint8)
+    stats = normstats.compute(images)
+    out = Normalize.from_stats(stats)(images)
+    # The dataset normalized by its own pooled constants has mean 0 and variance 1.
+    np.testing.assert_allclose(out.mean(axis=(0, 2, 3)), 0.0, atol=1e-6)
+    np.testing.assert_allclose(out.var(axis=(0, 2, 3), dtype=np.float64), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("make", "x", "error", "match"),
+    [
+        (lambda: Normalize(MEAN, STD), np.zeros((4, 4), np.uint8), NormstatsError, "HWC or NHWC"),
+        (lambda: Normalize(MEAN, STD), np.zeros((4, 4, 4), np.uint8), NormstatsError,
+         "3 channels"),
+        (lambda: Normalize(MEAN, STD), np.zeros((4, 4, 3), bool), TypeError, "dtype bool"),
+    ],
+)
+def test_bad_input(make: Any, x: np.ndarray, error: Any, match: str) -> None:
+    with pytest.raises(error, match=match):
+        make()(x)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"mean": MEAN, "std": (0.2, 0.2)}, "mean has 3 channels but std has 2"),
+        ({"mean": MEAN, "std": (0.2, 0.0, 0.2)}, "std must be positive"),
+        ({"mean": (), "std": ()}, "mean must be"),
+        ({"mean": MEAN, "std": STD, "scale": 0.0}, "scale"),
+        ({"mean": MEAN, "std": STD, "layout": "nchw"}, "layout"),
+        ({"mean": MEAN, "std": STD, "threads": 0}, "threads"),
+    ],
+)
+def test_bad_constructor_arguments(kwargs: dict, match: str) -> None:
+    with pytest.raises(NormstatsError, match=match):
+        Normalize(**kwargs)
+
+
+def test_wrong_out_is_rejected() -> None:
+    with pytest.raises(NormstatsError, match="out must be float32"):
+        Normalize(MEAN, STD)(np.zeros((2, 2, 3), np.uint8), out=np.zeros((3, 2, 2)))
+
+
+def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray, pad: int = 0) -> np.ndarray:
+    """Reference cross-correlation (N, C, H, W) * (O, C, kh, kw), zero padding, float64."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    windows = sliding_window_view(x, w.shape[2:], axis=(2, 3))
+    return np.einsum("nchwij,ocij->nohw", windows, w.astype(np.float64)) + b[:, None, None]
+
+
+def assert_rel(actual: np.ndarray, expected: np.ndarray, rel: float) -> None:
+    np.testing.assert_allclose(actual, expected, rtol=rel, atol=rel * np.abs(expected).max())
+
+
+def test_folding_into_a_dense_layer_matches_normalize_then_layer() -> None:
+    rng = np.random.default_rng(5)
+    mean, std = rng.uniform(0.3, 0.6, 12), rng.uniform(0.1, 0.3, 12)
+    x = rng.integers(0, 256, (20, 12)).astype(np.float32)  # vector data, per-feature stats
+    w, b = rng.normal(size=(7, 12)).astype(np.float32), rng.normal(size=7).astype(np.float32)
+    x_norm = ((x / 255.0 - mean) / std).astype(np.float32)
+    fw, fb = fold_into_first_layer(w, b, mean, std, 255.0)
+    assert fw.dtype == fb.dtype == np.float32
+    assert_rel(x @ fw.T + fb, x_norm @ w.T.astype(np.float64) + b, 1e-5)
+
+
+def test_folding_into_an_unpadded_conv_matches_and_padding_differs_at_borders() -> None:
+    rng = np.random.default_rng(6)
+    images = rng.integers(0, 256, (2, 9, 8, 3), dtype=np.uint8)
+    w, b = rng.normal(size=(5, 3, 3, 3)).astype(np.float32), rng.normal(size=5)
+    fw, fb = fold_into_first_layer(w, b, MEAN, STD, 255.0)
+    raw = images.transpose(0, 3, 1, 2).astype(np.float32)
+    reference = conv2d(Normalize(MEAN, STD)(images), w, b)
+    assert_rel(conv2d(raw, fw, fb), reference, 1e-5)
+
+    padded_ref = conv2d(Normalize(MEAN, STD)(images), w, b, pad=1)
+    padded_fold = conv2d(raw, fw, fb, pad=1)
+    assert_rel(padded_fold[..., 1:-1, 1:-1], padded_ref[..., 1:-1, 1:-1], 1e-5)
+    border = np.abs(padded_fold - padded_ref)
+    border[..., 1:-1, 1:-1] = 0.0
+    assert border.max() > 0.1 * np.abs(padded_ref).max()  # the documented caveat
+
+
+def test_folding_without_bias_and_bad_shapes() -> None:
+    fw, fb = fold_into_first_layer(np.ones((2, 1)), None, (0.5,), (0.25,), 1.0)
+    assert fw.tolist() == [[4.0], [4.0]] and fb.tolist() == [-2.0, -2.0]
+    with pytest.raises(NormstatsError, match="weight has 4 inputs"):
+        fold_into_first_layer(np.ones((2, 4)), None, MEAN, STD)
+    with pytest.raises(NormstatsError, match="weight must be"):
+        fold_into_first_layer(np.ones(3), None, MEAN, STD)
+    with pytest.raises(NormstatsError, match="bias must have shape"):
+        fold_into_first_layer(np.ones((2, 3)), np.ones(3), MEAN, STD)

@@ -1,0 +1,79 @@
+"""The optional PyTorch adapters: the module agrees with the numpy Normalize bit for bit."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from normstats.errors import NormstatsError
+from normstats.nn import Normalize as ArrayNormalize
+
+torch = pytest.importorskip("torch", reason="the PyTorch adapters need torch (CI has it)")
+adapters = pytest.importorskip("normstats.nn.torch")
+
+STATS = SimpleNamespace(channels=("R", "G", "B"), mean=(0.4914, 0.4822, 0.4465),
+                        std=(0.2470, 0.2435, 0.2616), per_image_std=(0.2023, 0.1994, 0.2010),
+                        scale=255.0)
+
+
+def test_uint8_module_equals_numpy_normalize_exactly() -> None:
+    batch = np.random.default_rng(0).integers(0, 256, (3, 6, 5, 3), dtype=np.uint8)
+    module = adapters.Normalize.from_stats(STATS)
+    out = module(torch.from_numpy(batch).permute(0, 3, 1, 2))
+    assert out.dtype == torch.float32 and tuple(out.shape) == (3, 3, 6, 5)
+    assert np.array_equal(out.numpy(), ArrayNormalize.from_stats(STATS)(batch))
+    single = module(torch.from_numpy(batch[0]).permute(2, 0, 1))
+    assert np.array_equal(single.numpy(), out[0].numpy())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int16])
+def test_other_dtypes_match_the_float64_formula_rounded(dtype: torch.dtype) -> None:
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.uniform(0, 255, (2, 3, 4, 4))).to(dtype)
+    out = adapters.Normalize(STATS.mean, STATS.std, 255.0)(x)
+    mean, std = np.array(STATS.mean)[:, None, None], np.array(STATS.std)[:, None, None]
+    expected = ((x.double().numpy() / 255.0 - mean) / std).astype(np.float32)
+    assert out.dtype == torch.float32
+    assert np.array_equal(out.numpy(), expected)
+
+
+def test_module_is_a_transform_with_buffers() -> None:
+    module = adapters.Normalize.from_stats(STATS, "per_image_std")
+    assert isinstance(module, torch.nn.Module)
+    assert {"mean", "std", "lut8"} <= set(dict(module.named_buffers()))
+    assert torch.allclose(module.std, torch.tensor(STATS.per_image_std, dtype=torch.float64))
+    assert "scale=255.0" in repr(module)
+
+
+def test_module_rejects_bad_input() -> None:
+    module = adapters.Normalize.from_stats(STATS)
+    with pytest.raises(NormstatsError, match="expected \\(C, H, W\\)"):
+        module(torch.zeros(4, 4, 3, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="torch.bool"):
+        module(torch.zeros(3, 2, 2, dtype=torch.bool))
+    with pytest.raises(NormstatsError, match="no variant"):
+        adapters.Normalize.from_stats(STATS, "median")
+
+
+def test_torchvision_arguments_are_the_stats_vectors() -> None:
+    kwargs = adapters.torchvision_normalize_kwargs(STATS, "per_image_std")
+    assert kwargs == {"mean": list(STATS.mean), "std": list(STATS.per_image_std)}
+    # torchvision's Normalize computes (x - mean) / std on a [0, 1] tensor: the same numbers.
+    x = torch.rand(3, 4, 4, dtype=torch.float64)
+    mean = torch.tensor(kwargs["mean"], dtype=torch.float64).view(3, 1, 1)
+    std = torch.tensor(kwargs["std"], dtype=torch.float64).view(3, 1, 1)
+    ours = adapters.Normalize.from_stats(STATS, "per_image_std")(x * 255.0)
+    assert torch.allclose(ours.double(), (x - mean) / std, rtol=1e-6, atol=1e-6)
+
+
+def test_torchvision_transform_or_a_clear_import_error() -> None:
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="torchvision is not installed"):
+            adapters.torchvision_normalize(STATS)
+        return
+    transform = adapters.torchvision_normalize(STATS)
+    assert list(transform.mean) == list(STATS.mean)
