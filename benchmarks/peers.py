@@ -90,6 +90,13 @@ def _decode_chunk(paths: list[str]) -> int:
     return pixels
 
 
+def _decode_chunk_normstats(paths: list[str]) -> int:
+    from normstats.sources.decode import DecodePolicy, decode_file
+
+    policy = DecodePolicy("RGB")
+    return sum(decode_file(path, policy).pixels.shape[0] for path in paths)
+
+
 def _chunks(files: list[Path], size: int) -> list[list[str]]:
     return [[os.fspath(p) for p in files[i:i + size]] for i in range(0, len(files), size)]
 
@@ -109,4 +116,11 @@ def pool_decode_only(files: list[Path], workers: int = 2) -> tuple:
     """The same pool decoding with Pillow and computing nothing: the speed of decoding."""
     with get_context("fork").Pool(workers) as pool:
         pool.map(_decode_chunk, _chunks(files, 100))
+    return None, None, None
+
+
+def pool_decode_only_normstats(files: list[Path], workers: int = 2) -> tuple:
+    """Pool decoding with normstats' own decoder (libjpeg-turbo where Pillow-identical)."""
+    with get_context("fork").Pool(workers) as pool:
+        pool.map(_decode_chunk_normstats, _chunks(files, 200))
     return None, None, None

@@ -125,6 +125,8 @@ def bench_folder(quick: bool) -> list[str]:
     root = files[0].parent
     candidates = [
         ("normstats (2 processes)", lambda: normstats.compute(root, workers=2)),
+        ("decode only, Pool(2), normstats' decoder",
+         lambda: peers.pool_decode_only_normstats(files)),
         ("decode only, Pool(2) Pillow", lambda: peers.pool_decode_only(files)),
         ("Pool(2) Pillow + numpy", lambda: peers.pool_pillow_numpy(files)),
     ]
@@ -142,6 +144,90 @@ def bench_folder(quick: bool) -> list[str]:
                        count, "normstats (2 processes)")
 
 
+def make_png_folder(count: int, size: int) -> list[Path]:
+    """``count`` lossless PNGs of size² in 10 class folders (an ImageFolder layout)."""
+    folder = DATA / f"png_{size}_{count}"
+    files = sorted(folder.rglob("*.png"))
+    if len(files) == count:
+        return files
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    for i in range(count):
+        sub = folder / f"class_{i % 10}"
+        sub.mkdir(parents=True, exist_ok=True)
+        pixels = np.clip(rng.uniform(30, 220, 3) + rng.normal(0, 25, (size, size, 3)), 0, 255)
+        Image.fromarray(pixels.astype(np.uint8)).save(sub / f"{i:06d}.png")
+    return sorted(folder.rglob("*.png"))
+
+
+def bench_png(quick: bool) -> list[str]:
+    """A folder of 32×32 PNGs: per-image overhead dominates, so batching matters."""
+    count = 4_000 if quick else 20_000
+    files = make_png_folder(count, 32)
+    root = DATA / f"png_32_{count}"
+    candidates = [
+        ("normstats (2 processes)", lambda: normstats.compute(root, workers=2)),
+        ("decode only, Pool(2), normstats' decoder",
+         lambda: peers.pool_decode_only_normstats(files)),
+        ("Pool(2) Pillow + numpy", lambda: peers.pool_pillow_numpy(files)),
+    ]
+    if optional("torch"):
+        candidates.append(("forum recipe (PIL + torch, 1 process)",
+                           lambda: peers.forum_recipe(files)))
+    rows = []
+    exact = normstats.compute(root, workers=2)
+    for name, function in candidates:
+        med, low, high, result = measure(function, 3)
+        if isinstance(result, normstats.DatasetStats):
+            result = normstats_triple(result)
+        rows.append((name, med, low, high, difference(result, exact)))
+    return print_table(f"folder of {count} PNGs 32×32, all statistics", rows, "images/s",
+                       count, "normstats (2 processes)")
+
+
+_PEAK_RSS = """
+import resource, sys, normstats
+normstats.compute(sys.argv[1], workers=2, progress=False)
+children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, children)
+"""
+
+
+def bench_memory(quick: bool) -> list[str]:
+    """Peak resident memory of a whole run, parent and worker processes, by image count."""
+    import subprocess
+
+    counts = (2_000, 20_000) if quick else (5_000, 50_000)
+    lines = ["### Peak resident memory by dataset size (32×32 PNG folders)", "",
+             "| images | parent peak MiB | largest worker peak MiB |", "|---|---|---|"]
+    peaks = []
+    for count in counts:
+        make_png_folder(count, 32)
+        out = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(DATA / f"png_32_{count}")],
+                             capture_output=True, text=True, check=True).stdout.split()
+        parent, worker = int(out[0]) / 1024, int(out[1]) / 1024
+        peaks.append(parent)
+        lines.append(f"| {count:,} | {parent:.0f} | {worker:.0f} |")
+    lines += ["", f"ratio of parent peaks, {counts[1]:,} vs {counts[0]:,} images: "
+                  f"{peaks[1] / peaks[0]:.3f}", ""]
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+def script_section(script: str) -> Callable[[bool], list[str]]:
+    """A section run by a benchmark script of its own (same flags, output passed through)."""
+    def run_script(quick: bool) -> list[str]:
+        import subprocess
+
+        command = [sys.executable, str(Path(__file__).resolve().parent / script)]
+        output = subprocess.run(command + (["--quick"] if quick else []), capture_output=True,
+                                text=True, check=True).stdout
+        print(output, flush=True)
+        return output.splitlines() + [""]
+    return run_script
+
+
 def machine() -> list[str]:
     versions = []
     for module in ("numpy", "dask", "zarr", "PIL", "torch", "sklearn"):
@@ -157,7 +243,11 @@ def machine() -> list[str]:
     return [line, ""]
 
 
-SECTIONS = {"array": bench_array, "folder": bench_folder}
+SECTIONS = {"array": bench_array, "folder": bench_folder, "png": bench_png,
+            "memory": bench_memory, "normalize": script_section("bench_normalize.py")}
+for _name, _script in (("cache", "bench_cache.py"), ("distributed", "bench_distributed.py")):
+    if (Path(__file__).resolve().parent / _script).exists():
+        SECTIONS[_name] = script_section(_script)
 
 
 def main() -> None:

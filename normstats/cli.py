@@ -14,6 +14,12 @@ from typing import Any
 
 import click
 
+from normstats.cache_cli import cache_group, cache_setting, compute_cache_options, record_extras
+from normstats.compare_cli import compare_command, condition_command
+from normstats.compute_extras import extra_options, pop_extras, render_export, run_extras
+from normstats.distributed_cli import cluster_options, scheduler_option
+from normstats.manifest_cli import compute_manifest_from_cli, manifests_command, verify_command
+
 __all__ = ["main"]
 
 _MODES = ("RGB", "L", "RGBA", "keep")
@@ -67,10 +73,9 @@ def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-pixels", type=int, default=None,
                      help="Decompression-bomb limit per image (default: Pillow's)."),
         click.option("--workers", type=int, default=None,
-                     help="Parallel workers (default: usable CPUs)."),
-        click.option("--scheduler", type=click.Choice(("sync", "threads", "processes")),
-                     default=None, help="Local Dask scheduler (default: processes for "
-                                        "folders, threads for arrays)."),
+                     help="Parallel workers of the local pool or of --local-cluster "
+                          "(default: usable CPUs)."),
+        scheduler_option,
         click.option("--task-size", type=int, default=None, help="Images per Dask task."),
         click.option("--progress/--no-progress", default=None,
                      help="Progress bar on stderr (default: when stderr is a terminal)."),
@@ -81,24 +86,56 @@ def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @main.command()
-@click.argument("path", type=click.Path(exists=True, path_type=str))
+@click.argument("path", required=False, type=click.Path(path_type=str))
 @_compute_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
 @click.option("--variant", default="std", show_default=True,
               help="Std variant of the Normalize line (std, per_image_std, ...).")
+@click.option("--format", "format", default=None,
+              help="Dataset file format (idx, cifar10-bin, cifar100-bin, cifar-python, tar, "
+                   "npz, ...; default: detected from content and name).")
+@click.option("--manifest", default=None, help="Compute a known dataset (normstats manifests) "
+                                               "instead of PATH; needs --root.")
+@click.option("--root", default=None, type=click.Path(exists=True, file_okay=False),
+              help="Folder holding the --manifest files.")
+@compute_cache_options
+@extra_options
 @_user_errors
-def compute(path: str, as_json: bool, variant: str, channels: str | None,
-            **options: Any) -> None:
-    """Compute the normalization constants of PATH (a folder, .npy file or zarr array)."""
+@cluster_options
+def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
+            manifest: str | None, root: str | None, cache_dir: str | None, no_cache: bool,
+            by_folder: bool, outliers: bool, **options: Any) -> None:
+    """Compute the normalization constants of PATH (a folder, .npy, zarr, IDX, CIFAR batch,
+    tar shard or .npz file), or of a known dataset with --manifest NAME --root DIR."""
+    import json
+
     import normstats
+    from normstats.record_reports import RecordCollector
     from normstats.report import render_report
 
     names = tuple(c.strip() for c in channels.split(",")) if channels else None
-    stats = normstats.compute(path, channels=names, **options)
-    if as_json:
-        click.echo(stats.to_json())
+    more = pop_extras(options)  # --to/--bgr/--sample/--seed/--precision/--percentiles
+    collector = None
+    if manifest and more.handles_computation:
+        raise click.UsageError("--sample, --precision and --percentiles take PATH, not --manifest")
+    if manifest:
+        stats = compute_manifest_from_cli(manifest, root, channels=names, **options)
+    elif path is None:
+        raise click.UsageError("give PATH, or --manifest NAME --root DIR")
+    elif more.handles_computation:
+        click.echo(run_extras(path, names, variant, as_json, more, options))
+        return
     else:
-        click.echo(render_report(stats, variant))
+        collector = RecordCollector() if by_folder or outliers else None
+        stats = normstats.compute(path, channels=names, on_result=collector,
+                                  cache=cache_setting(cache_dir, no_cache), **options)
+    extras, lines = record_extras(stats, collector, by_folder, outliers)
+    if more.to:
+        click.echo(render_export(stats, more, variant))
+    elif as_json:
+        click.echo(json.dumps({**stats.to_dict(), **extras}, indent=2))
+    else:
+        click.echo("\n".join([render_report(stats, variant)] + lines))
 
 
 @main.command()
@@ -129,6 +166,11 @@ def _register_optional_commands() -> None:
 
 
 _register_optional_commands()
+main.add_command(cache_group)
+main.add_command(manifests_command)
+main.add_command(verify_command)
+main.add_command(compare_command)
+main.add_command(condition_command)
 
 if __name__ == "__main__":
     main(sys.argv[1:])

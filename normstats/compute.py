@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from normstats.cache_run import run_source
 from normstats.errors import InvalidOptionError
-from normstats.pipeline import run
 from normstats.sources import open_source
 from normstats.sources.base import TaskResult
+from normstats.sources.transforms import transformed_source
 from normstats.stats import DatasetStats
 
 __all__ = ["compute", "ON_ERROR"]
@@ -20,7 +23,10 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
             scale: float | None = None, channels: tuple[str, ...] | None = None,
             on_error: str = "skip", max_pixels: int | None = None, workers: int | None = None,
             scheduler: Any = None, task_size: int | None = None, progress: bool | None = False,
-            on_result: Callable[[TaskResult], None] | None = None) -> DatasetStats:
+            on_result: Callable[[TaskResult], None] | None = None,
+            format: str | None = None,
+            cache: str | os.PathLike | bool | None = None,
+            resize: int | None = None, center_crop: int | None = None) -> DatasetStats:
     """Exact per-channel normalization constants of a dataset, in every variant.
 
     Parameters
@@ -44,6 +50,19 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
         Decompression-bomb limit in pixels per image (default: Pillow's, ~89.5 M).
     workers, scheduler, task_size, progress, on_result
         Parallelism and reporting; see `normstats.pipeline.run`.
+    format : str, optional
+        Dataset file format ("idx", "cifar10-bin", "tar", "npz", ...); detected from
+        content and name when omitted (see `normstats.sources.detect`).
+    cache : str, os.PathLike or bool, optional
+        Per-image record cache for folders (see ``docs/cache.md``): a directory, True for
+        the default location, False for none. None (default) uses one only when
+        ``$NORMSTATS_CACHE`` names a directory: a library call never writes to the home
+        directory unless asked. ``stats.images_cached`` / ``images_decoded`` tell what
+        the cache answered.
+    resize, center_crop : int, optional
+        Statistics of what the model sees: torchvision's ``Resize(resize)`` (shorter side,
+        antialiased bilinear) then ``CenterCrop(center_crop)`` on each decoded image file
+        (see `normstats.sources.transforms`); the cache keys on them.
 
     Returns
     -------
@@ -66,8 +85,11 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
     if on_error not in ON_ERROR:
         raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
-                         fail_fast=on_error == "fail", channel_names=channels)
-    summary = run(source, workers=workers, scheduler=scheduler, task_size=task_size,
-                  progress=progress, on_result=on_result)
-    return DatasetStats.from_summary(summary, channels=channels, scale=scale, mode=source.mode,
-                                     kind=source.kind, source=source.description)
+                         fail_fast=on_error == "fail", channel_names=channels, format=format)
+    source = transformed_source(source, resize, center_crop)
+    outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
+                         task_size=task_size, progress=progress, on_result=on_result)
+    stats = DatasetStats.from_summary(outcome.summary, channels=channels, scale=scale,
+                                      mode=source.mode, kind=source.kind,
+                                      source=source.description)
+    return replace(stats, images_cached=outcome.cached, images_decoded=outcome.decoded)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
+from normstats import fused
 from normstats.errors import IncompatibleImagesError
 from normstats.image_moments import MAX_INTEGER_BITS, extrema, float_moments, integer_sums
 from normstats.moments import FloatMoments, IntegerMoments, Moments
@@ -162,11 +163,14 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
     """
     n, h, w, _ = stack.shape
     pixels = np.full(n, h * w, dtype=np.int64)
+    if stack.dtype == np.uint8 and fused.available():
+        sums, sums_sq, low, high = fused.uint8_moments(stack)
+        return IntegerRecords(dtype="uint8", channel_names=_names(stack, channel_names),
+                              keys=tuple(keys), pixels=pixels, minimum=low, maximum=high,
+                              sums=sums, sums_sq=sums_sq)
     low, high = extrema(stack)
-    names = tuple(channel_names) if channel_names else default_channel_names(stack.shape[3])
-    if len(names) != stack.shape[3]:
-        raise IncompatibleImagesError(f"{len(names)} channel names for {stack.shape[3]} channels")
-    common = dict(dtype=str(stack.dtype), channel_names=names, keys=tuple(keys), pixels=pixels,
+    common = dict(dtype=str(stack.dtype), channel_names=_names(stack, channel_names),
+                  keys=tuple(keys), pixels=pixels,
                   minimum=low, maximum=high)
     if stack.dtype == np.bool_ or np.issubdtype(stack.dtype, np.integer):
         if stack.dtype.itemsize * 8 > MAX_INTEGER_BITS:
@@ -179,6 +183,13 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
         raise IncompatibleImagesError(f"unsupported pixel dtype {stack.dtype}")
     means, residuals, m2s = float_moments(stack)
     return FloatRecords(**common, means=means, residuals=residuals, m2s=m2s)
+
+
+def _names(stack: np.ndarray, channel_names: tuple[str, ...] | None) -> tuple[str, ...]:
+    names = tuple(channel_names) if channel_names else default_channel_names(stack.shape[3])
+    if len(names) != stack.shape[3]:
+        raise IncompatibleImagesError(f"{len(names)} channel names for {stack.shape[3]} channels")
+    return names
 
 
 def concat_records(parts: list[Records]) -> Records:

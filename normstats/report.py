@@ -47,9 +47,13 @@ def _header(stats: DatasetStats) -> list[str]:
     scale = f"scale {stats.scale:g}" + (" (values shown in [0, 1])" if stats.scale != 1 else "")
     unit = "vectors" if stats.kind == "vectors" else "images"
     per = "values per feature" if stats.kind == "vectors" else "pixels per channel"
-    return [f"normstats: {printable(stats.source)}",
-            f"  {stats.images:,} {unit}, {stats.pixels_per_channel:,} {per}, "
-            f"{stats.dtype}, {scale}, mode {stats.mode}"]
+    lines = [f"normstats: {printable(stats.source)}",
+             f"  {stats.images:,} {unit}, {stats.pixels_per_channel:,} {per}, "
+             f"{stats.dtype}, {scale}, mode {stats.mode}"]
+    if stats.images_cached or stats.images_decoded:  # folders: what the record cache answered
+        lines.append(f"  {stats.images_cached:,} file(s) from the cache, "
+                     f"{stats.images_decoded:,} decoded")
+    return lines
 
 
 def _table(stats: DatasetStats) -> list[str]:

@@ -89,6 +89,10 @@ class DatasetStats:
     kind: str = "images"
     source: str = ""
     skipped: tuple[Skipped, ...] = field(default_factory=tuple)
+    #: Image files answered by the record cache / decoded in this run (see docs/cache.md).
+    #: How a result was obtained, not what it is: left out of ``==``.
+    images_cached: int = field(default=0, compare=False)
+    images_decoded: int = field(default=0, compare=False)
 
     @classmethod
     def from_summary(cls, summary: Summary, *, channels: tuple[str, ...] | None = None,
@@ -152,6 +156,12 @@ class DatasetStats:
     def to_json(self, indent: int | None = 2) -> str:
         """JSON text of `to_dict`."""
         return json.dumps(self.to_dict(), indent=indent)
+
+    def to(self, fmt: str, variant: str = "std", bgr: bool = False) -> str:
+        """The constants in framework ``fmt``'s convention (see `normstats.exporters`)."""
+        from normstats.exporters import export  # exporters import this module
+
+        return export(self, fmt, variant=variant, bgr=bgr)
 
     @classmethod
     def from_json(cls, text: str) -> DatasetStats:

@@ -50,9 +50,11 @@ def test_failures_exit_non_zero_with_one_line(tmp_path, png_folder):
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_usage_errors_exit_2(tmp_path):
-    assert CliRunner().invoke(main, ["compute", str(tmp_path / "missing")]).exit_code == 2
+def test_usage_errors_exit_2_and_a_missing_path_exits_1(tmp_path):
     assert CliRunner().invoke(main, ["compute", str(tmp_path), "--mode", "XYZ"]).exit_code == 2
+    missing = CliRunner().invoke(main, ["compute", str(tmp_path / "missing")])
+    assert missing.exit_code == 1
+    assert missing.output.strip().endswith("missing: no such file or folder")
 
 
 def test_npy_layout_and_channels_options(tmp_path, rng):

@@ -16,17 +16,27 @@ from normstats.errors import NormstatsError
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Source, Task, TaskResult
 from normstats.sources.decode import DecodePolicy
+from normstats.sources.detect import detect_format, open_format
 from normstats.sources.folder import FolderSource
 from normstats.sources.iterable import IterableSource
+from normstats.sources.npz import split_member
+from normstats.sources.remote import RemoteFolderSource, is_url, local_path
 
 __all__ = ["open_source", "Source", "Task", "TaskResult", "FolderSource", "ArraySource",
-           "IterableSource", "DecodePolicy"]
+           "IterableSource", "RemoteFolderSource", "DecodePolicy"]
 
 
 def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
                 max_pixels: int | None = None, fail_fast: bool = False,
-                channel_names: tuple[str, ...] | None = None) -> Source | IterableSource:
+                channel_names: tuple[str, ...] | None = None,
+                format: str | None = None) -> Source | IterableSource:
     """The source for ``data``: a path (folder, ``.npy``, zarr), an array or an iterable.
+
+    A URL (``memory://``, ``s3://bucket/train``, ...) names a folder read through fsspec
+    (`RemoteFolderSource`); ``file://`` URLs are plain local paths.
+
+    Dataset files (IDX, CIFAR batches, tar shards, ``.npz``) are recognised by content
+    and name (`normstats.sources.detect`); ``format`` overrides. A source is returned as is.
 
     Examples
     --------
@@ -34,10 +44,21 @@ def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
     >>> type(open_source(np.zeros((2, 4, 4, 3), np.uint8))).__name__
     'ArraySource'
     """
+    if hasattr(data, "tasks") and hasattr(data, "scheduler"):
+        return data
+    if is_url(data):
+        data = local_path(data) or data
+        if is_url(data):  # fsspec: memory://, s3://, gcs://, ...
+            policy = DecodePolicy(mode) if max_pixels is None else DecodePolicy(mode, max_pixels)
+            return RemoteFolderSource(data, policy, fail_fast=fail_fast)
     if isinstance(data, str | os.PathLike):
         path = os.fspath(data)
-        if not os.path.exists(path):
+        if not os.path.exists(split_member(path)[0]):
             raise NormstatsError("no such file or folder", path=path)
+        fmt = format or detect_format(path)
+        if fmt not in ("folder", "zarr", "npy"):
+            return open_format(path, fmt, mode=mode, layout=layout, max_pixels=max_pixels,
+                               fail_fast=fail_fast, channel_names=channel_names)
         if os.path.isdir(path) and not _is_zarr(path):
             policy = DecodePolicy(mode) if max_pixels is None else DecodePolicy(mode, max_pixels)
             return FolderSource(path, policy, fail_fast=fail_fast)

@@ -21,6 +21,12 @@ from PIL import Image, UnidentifiedImageError
 
 from normstats.errors import InvalidOptionError, UnreadableInputError
 
+try:  # libjpeg-turbo without Pillow's per-image overhead: ~2-4x faster JPEG decoding
+    import simplejpeg as _simplejpeg
+except ImportError:  # pragma: no cover - a dependency, but decoding must work without it
+    _simplejpeg = None
+from normstats.sources.transforms import apply_transforms, parse_size
+
 __all__ = ["DecodePolicy", "MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "decode_file",
            "decode_bytes", "channel_names_for", "DecodedImage"]
 
@@ -49,6 +55,10 @@ class DecodePolicy:
 
     mode: str = "RGB"
     max_pixels: int = DEFAULT_MAX_PIXELS
+    #: torchvision ``Resize(resize)`` then ``CenterCrop(center_crop)`` after the mode
+    #: conversion (`normstats.sources.transforms`): statistics of what the model sees.
+    resize: int | None = None
+    center_crop: int | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -56,6 +66,17 @@ class DecodePolicy:
                                      f"{', '.join(MODES)}")
         if int(self.max_pixels) <= 0:
             raise InvalidOptionError(f"max_pixels must be positive, got {self.max_pixels}")
+        parse_size(self.resize, "resize")
+        parse_size(self.center_crop, "center_crop")
+
+    def describe(self) -> str:
+        """The mode and any preprocessing, for reports: ``RGB, Resize(256), CenterCrop(224)``."""
+        steps = [self.mode]
+        if self.resize is not None:
+            steps.append(f"Resize({self.resize})")
+        if self.center_crop is not None:
+            steps.append(f"CenterCrop({self.center_crop})")
+        return ", ".join(steps)
 
 
 class DecodedImage(NamedTuple):
@@ -115,6 +136,9 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
     """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``."""
     if not data:
         raise UnreadableInputError("zero-byte file", name)
+    fast = decode_jpeg_fast(data, policy)
+    if fast is not None:
+        return DecodedImage(fast, channel_names_for(policy.mode, fast.shape[2]))
     Image.MAX_IMAGE_PIXELS = int(policy.max_pixels)
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -134,7 +158,36 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
             raise UnreadableInputError(f"truncated or corrupt image data ({error})",
                                        name) from None
     pixels = _to_array(image, data, policy.mode, name)
-    return DecodedImage(pixels, decoded_channel_names(image.mode, policy.mode, pixels.shape[2]))
+    names = decoded_channel_names(image.mode, policy.mode, pixels.shape[2])
+    if policy.resize is not None or policy.center_crop is not None:
+        pixels = apply_transforms(pixels, names, policy.resize, policy.center_crop, name)
+    return DecodedImage(pixels, names)
+
+
+def decode_jpeg_fast(data: bytes, policy: DecodePolicy) -> np.ndarray | None:
+    """Decode a JPEG with libjpeg-turbo (simplejpeg) where the pixels equal Pillow's.
+
+    Both use libjpeg-turbo with the accurate integer IDCT and fancy upsampling, which
+    gives identical pixels for YCbCr and grayscale JPEGs (tests check a corpus of
+    subsamplings, progressive and odd sizes). Anything else returns None and goes
+    through Pillow: CMYK/YCCK files, colour files under mode L (Pillow's luma
+    conversion differs from the JPEG's Y channel), oversized or damaged files (so their
+    errors come from Pillow, with its reasons).
+    """
+    if _simplejpeg is None or policy.mode not in ("RGB", "L") or data[:3] != b"\xff\xd8\xff":
+        return None
+    try:
+        height, width, colorspace, _ = _simplejpeg.decode_jpeg_header(data)
+        if height * width > policy.max_pixels or height * width == 0:
+            return None
+        if colorspace == "Gray":
+            gray = _simplejpeg.decode_jpeg(data, colorspace="GRAY")
+            return np.repeat(gray, 3, axis=2) if policy.mode == "RGB" else gray
+        if colorspace == "YCbCr" and policy.mode == "RGB":
+            return _simplejpeg.decode_jpeg(data, colorspace="RGB")
+    except Exception:  # noqa: BLE001 - Pillow decodes it again and names the problem
+        return None
+    return None
 
 
 def _check_size(image: Image.Image, policy: DecodePolicy, name: str) -> None:

@@ -69,6 +69,7 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
     ['a.png']
     """
     root = Path(root)
+    prefix = len(os.path.join(str(root), ""))  # entry.path[prefix:] is the relative path
     found: list[tuple[str, tuple[int, int], FileEntry]] = []
     skipped: list[Skipped] = []
     seen_dirs: set[tuple[int, int]] = set()
@@ -82,7 +83,7 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
         seen_dirs.add((info.st_dev, info.st_ino))
         subfolders = []
         for entry in _scan(directory, root, skipped):
-            rel = os.path.relpath(entry.path, root)
+            rel = entry.path[prefix:]  # os.path.relpath costs ~30 µs a file
             if _is_dir(entry):
                 subfolders.append(Path(entry.path))
             elif os.path.splitext(entry.name)[1].lower() not in IMAGE_EXTENSIONS:

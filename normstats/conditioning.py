@@ -1,0 +1,139 @@
+"""What feature scaling buys gradient descent: condition numbers of XᵀX/n.
+
+For least squares on features x ∈ R^d, the Hessian is H = (1/n) Σ x xᵀ, and gradient
+descent converges at a rate set by its condition number λmax/λmin (seeds 003). With
+income in dollars ~ N(3000, 400²) and height in inches ~ N(69, 3²), κ(H) ≈ 10⁵ (the
+seed's sample shows 9.2·10⁴; the population value is 9.95·10⁴, and the small eigenvalue
+moves a lot from sample to sample); standardizing each feature makes H the correlation
+matrix, κ ≈ 1; min-max scaling lands in between (the features stay uncentred).
+
+Everything follows from one streaming pass: per-feature mean, min, max and the
+covariance (accumulated around the first row, so large offsets do not cancel):
+
+- raw:          H = C + μμᵀ
+- standardized: H = D C D with D = diag(1/σ)
+- min-max:      H = S (C + (μ - min)(μ - min)ᵀ) S with S = diag(1/(max - min))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from normstats.errors import EmptyDatasetError, InvalidOptionError
+
+__all__ = ["SecondMoments", "Conditioning", "conditioning", "condition_number",
+           "render_conditioning"]
+
+_BLOCK_ROWS = 65536
+
+
+@dataclass(frozen=True)
+class SecondMoments:
+    """Streaming totals of (N, d) vectors around a shift: count, Σ(x - s), Σ(x - s)(x - s)ᵀ,
+    min and max."""
+
+    count: int
+    shift: np.ndarray
+    sum: np.ndarray
+    outer: np.ndarray
+    minimum: np.ndarray
+    maximum: np.ndarray
+
+    @classmethod
+    def from_array(cls, x: np.ndarray, block_rows: int = _BLOCK_ROWS) -> SecondMoments:
+        """Totals of an (N, d) array (or memory map), read in blocks of rows."""
+        if x.ndim != 2:
+            raise InvalidOptionError(f"conditioning needs vector data (N, d), got shape "
+                                     f"{x.shape}")
+        if x.shape[0] == 0:
+            raise EmptyDatasetError("no vectors")
+        shift = np.asarray(x[0], dtype=np.float64)
+        d = x.shape[1]
+        total, outer = np.zeros(d), np.zeros((d, d))
+        low, high = np.full(d, np.inf), np.full(d, -np.inf)
+        for start in range(0, x.shape[0], block_rows):
+            block = np.asarray(x[start:start + block_rows], dtype=np.float64) - shift
+            total += block.sum(axis=0)
+            outer += block.T @ block
+            low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
+        return cls(int(x.shape[0]), shift, total, outer, low + shift, high + shift)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.shift + self.sum / self.count
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """Population covariance (ddof 0)."""
+        centre = self.sum / self.count
+        return self.outer / self.count - np.outer(centre, centre)
+
+
+def condition_number(h: np.ndarray) -> float:
+    """λmax/λmin of a symmetric positive semi-definite matrix (inf when singular).
+
+    Examples
+    --------
+    >>> condition_number(np.diag([4.0, 2.0]))
+    2.0
+    """
+    eigenvalues = np.linalg.eigvalsh(h)
+    low, high = float(eigenvalues[0]), float(eigenvalues[-1])
+    return high / low if low > high * 1e-15 else float("inf")
+
+
+@dataclass(frozen=True)
+class Conditioning:
+    """Condition numbers of the second-moment matrix XᵀX/n under three scalings."""
+
+    raw: float
+    standardized: float
+    min_max: float
+    features: int
+    vectors: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"raw": self.raw, "standardized": self.standardized, "min_max": self.min_max,
+                "features": self.features, "vectors": self.vectors}
+
+
+def conditioning(x: np.ndarray) -> Conditioning:
+    """Condition numbers of XᵀX/n for ``x`` (N, d) as is, standardized and min-max scaled.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.column_stack([rng.normal(3000, 400, 10**5), rng.normal(69, 3, 10**5)])
+    >>> c = conditioning(x)
+    >>> f"{c.raw:.1e}", round(c.standardized, 2), round(c.min_max)
+    ('9.9e+04', 1.0, 42)
+    """
+    moments = SecondMoments.from_array(x)
+    cov, mean = moments.covariance, moments.mean
+    std = np.sqrt(np.diag(cov))
+    span = moments.maximum - moments.minimum
+    if (std == 0).any():
+        raise InvalidOptionError(f"feature(s) {np.flatnonzero(std == 0).tolist()} are constant: "
+                                 "standardization is undefined")
+    offset = mean - moments.minimum
+    return Conditioning(
+        raw=condition_number(cov + np.outer(mean, mean)),
+        standardized=condition_number(cov / np.outer(std, std)),
+        min_max=condition_number((cov + np.outer(offset, offset)) / np.outer(span, span)),
+        features=int(x.shape[1]), vectors=moments.count)
+
+
+def render_conditioning(result: Conditioning, source: str = "") -> str:
+    """A short text report: the three condition numbers and what they mean."""
+    return "\n".join([
+        f"normstats conditioning: {source or 'vectors'} ({result.vectors:,} vectors, "
+        f"{result.features} features)",
+        "  condition number of the second-moment matrix XᵀX/n (the least-squares Hessian):",
+        f"    raw features         {result.raw:12.4g}",
+        f"    min-max to [0, 1]    {result.min_max:12.4g}",
+        f"    standardized         {result.standardized:12.4g}",
+        "  gradient descent needs ~κ iterations per digit of accuracy: standardize when the "
+        "raw number is large (seeds 003: 9.2e4 for dollars and inches, ~1 after)."])

@@ -1,0 +1,61 @@
+"""The fast JPEG path must give exactly Pillow's pixels, or not be taken."""
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from normstats.sources import decode
+from normstats.sources.decode import DecodePolicy, decode_bytes, decode_jpeg_fast
+
+pytestmark = pytest.mark.skipif(decode._simplejpeg is None, reason="simplejpeg not installed")
+
+
+def jpeg(image: Image.Image, **options) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", **options)
+    return buffer.getvalue()
+
+
+def corpus(rng) -> dict[str, bytes]:
+    """Subsamplings, progressive, optimized, restart markers, odd sizes, qualities, gray."""
+    out = {}
+    for size in ((1, 1), (7, 13), (64, 64), (257, 199)):
+        base = rng.integers(0, 256, size=(max(1, size[1] // 8), max(1, size[0] // 8), 3))
+        photo = Image.fromarray(base.astype(np.uint8)).resize(size, Image.BICUBIC)
+        noisy = Image.fromarray(rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8))
+        for name, image in (("photo", photo), ("noise", noisy)):
+            for sub in (0, 1, 2):
+                for extra in ({}, {"progressive": True}, {"optimize": True},
+                              {"quality": 20}, {"quality": 100}):
+                    out[f"{name}{size}-sub{sub}-{extra}"] = jpeg(image, subsampling=sub, **extra)
+            out[f"{name}{size}-gray"] = jpeg(image.convert("L"))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_fast_path_equals_pillow_on_a_corpus(mode, rng):
+    taken = 0
+    for name, data in corpus(rng).items():
+        fast = decode_jpeg_fast(data, DecodePolicy(mode))
+        expected = np.asarray(Image.open(io.BytesIO(data)).convert(mode))
+        if fast is not None:
+            taken += 1
+            assert np.array_equal(fast.reshape(expected.shape), expected), name
+        assert np.array_equal(decode_bytes(data, name, DecodePolicy(mode)).pixels.reshape(
+            expected.shape), expected), name
+    assert taken >= (60 if mode == "RGB" else 8)  # the fast path is really used
+
+
+def test_cmyk_and_colour_under_l_fall_back_to_pillow(rng):
+    image = Image.fromarray(rng.integers(0, 256, size=(16, 16, 3), dtype=np.uint8))
+    assert decode_jpeg_fast(jpeg(image.convert("CMYK")), DecodePolicy("RGB")) is None
+    assert decode_jpeg_fast(jpeg(image), DecodePolicy("L")) is None
+    assert decode_jpeg_fast(jpeg(image), DecodePolicy("keep")) is None
+
+
+def test_damaged_or_oversized_jpegs_get_pillows_verdict(rng):
+    data = jpeg(Image.fromarray(rng.integers(0, 256, size=(64, 64, 3), dtype=np.uint8)))
+    assert decode_jpeg_fast(data[: len(data) // 2], DecodePolicy()) is None
+    assert decode_jpeg_fast(data, DecodePolicy(max_pixels=100)) is None

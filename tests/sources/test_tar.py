@@ -1,0 +1,93 @@
+"""WebDataset tar shards: streamed, never extracted; truncation detected."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+import normstats
+from normstats.errors import NormstatsError
+from normstats.sources.detect import open_format
+from normstats.sources.tar import TarSource, scan_shard
+
+sys.path.insert(0, str(Path(__file__).parent))
+fw = importlib.import_module("format_writers")
+
+RGB = fw.images(6, 9, 6, 5, 3)
+
+
+def _cut_after_member(path: Path, samples: int) -> None:
+    """Cut a plain shard right after sample ``samples`` (both its members)."""
+    shard = scan_shard(str(path))
+    keep = shard.members[samples - 1]
+    # the .cls member follows the image: header (512) + one data block (512)
+    end = keep.offset + -(-keep.size // 512) * 512 + 1024
+    path.write_bytes(path.read_bytes()[:end])
+
+
+def test_labels_are_ignored_and_the_index_is_used(tmp_path: Path) -> None:
+    fw.write_tar(tmp_path / "shard-000.tar", RGB[:5])
+    fw.write_tar(tmp_path / "shard-001.tar.gz", RGB[5:], compressed=True)
+    index = fw.write_index(tmp_path / "index.json", {"shard-000.tar": 5,
+                                                     "shard-001.tar.gz": 4})
+    source = open_format(str(index), "tar")
+    assert len(source) == 9 and source.ignored == 9
+    stats = normstats.compute(str(index))
+    assert stats.mean == normstats.compute(RGB).mean and stats.images == 9
+
+
+def test_cut_at_a_member_boundary_with_a_known_count(tmp_path: Path) -> None:
+    path = fw.write_tar(tmp_path / "shard-000.tar", RGB)
+    _cut_after_member(path, 6)
+    fw.write_index(tmp_path / "index.json", {"shard-000.tar": 9})
+    with pytest.raises(NormstatsError) as caught:
+        open_format(str(tmp_path / "index.json"), "tar")
+    message = str(caught.value)
+    assert str(path) in message and "6 samples but its index says 9" in message
+
+
+def test_cut_at_a_member_boundary_without_a_count_misses_the_end_blocks(tmp_path: Path) -> None:
+    path = fw.write_tar(tmp_path / "shard-000.tar", RGB)
+    _cut_after_member(path, 6)
+    with pytest.raises(NormstatsError, match="end-of-archive"):
+        TarSource([str(path)])
+
+
+def test_gz_shard_cut_at_a_member_boundary_is_caught_by_the_count(tmp_path: Path) -> None:
+    path = fw.write_tar(tmp_path / "shard-000.tar.gz", RGB[:4], compressed=True)
+    with pytest.raises(NormstatsError, match="4 samples but its index says 9"):
+        TarSource([str(path)], counts={str(path): 9})
+
+
+def test_truncated_inside_a_member_and_truncated_gzip(tmp_path: Path) -> None:
+    plain = fw.write_tar(tmp_path / "a.tar", RGB)
+    plain.write_bytes(plain.read_bytes()[:2000])
+    with pytest.raises(NormstatsError, match="a.tar: truncated"):
+        TarSource([str(plain)])
+    packed = fw.write_tar(tmp_path / "b.tar.gz", RGB, compressed=True)
+    packed.write_bytes(packed.read_bytes()[:-30])
+    with pytest.raises(NormstatsError, match="b.tar.gz: truncated"):
+        TarSource([str(packed)])
+
+
+def test_corrupt_member_is_skipped_and_named(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    path = tmp_path / "shard.tar"
+    with tarfile.open(path, "w") as tar:
+        for name, data in (("a.png", fw.png_bytes(RGB[0])), ("b.png", b"\x89PNG broken")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    stats = normstats.compute(str(path))
+    assert stats.images == 1 and stats.skipped[0].path == f"{path}:b.png"
+
+
+def test_index_entries_stay_inside_its_folder(tmp_path: Path) -> None:
+    fw.write_index(tmp_path / "index.json", {"../elsewhere.tar": 3})
+    with pytest.raises(NormstatsError, match="outside the index's folder"):
+        open_format(str(tmp_path / "index.json"), "tar")

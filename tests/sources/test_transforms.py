@@ -1,0 +1,106 @@
+"""Resize/CenterCrop: statistics of what the model sees, as torchvision's PIL path makes it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from oracle import assert_matches_oracle
+from PIL import Image
+
+import normstats
+from normstats.errors import InvalidOptionError
+from normstats.sources.decode import DecodePolicy
+from normstats.sources.transforms import center_crop, resized_size
+
+
+def torchvision_like(path, resize: int | None, crop: int | None) -> np.ndarray:
+    """The test's own rendering of torchvision's Resize(N) + CenterCrop(M) with Pillow."""
+    image = Image.open(path).convert("RGB")
+    if resize is not None:
+        w, h = image.size
+        if w <= h:
+            size = (resize, int(resize * h / w))
+        else:
+            size = (int(resize * w / h), resize)
+        image = image.resize(size, Image.BILINEAR)
+    if crop is not None:
+        w, h = image.size
+        left, top = int(round((w - crop) / 2.0)), int(round((h - crop) / 2.0))
+        image = image.crop((left, top, left + crop, top + crop))  # zero-fills outside
+    return np.asarray(image)
+
+
+@pytest.fixture
+def photo_folder(tmp_path, rng):
+    sizes = [(37, 53), (64, 48), (30, 30), (91, 40), (20, 33)]
+    root = tmp_path / "photos"
+    root.mkdir()
+    paths = []
+    for i, (h, w) in enumerate(sizes * 2):
+        yy, xx = np.mgrid[0:h, 0:w]
+        base = np.stack([xx * 255 // w, yy * 255 // h, (xx + yy) % 256], axis=-1)
+        noise = rng.integers(-30, 31, (h, w, 3))
+        pixels = np.clip(base + noise + i * 7, 0, 255).astype(np.uint8)
+        path = root / f"img{i:02d}.png"
+        Image.fromarray(pixels).save(path)
+        paths.append(path)
+    return root, paths
+
+
+@pytest.mark.parametrize(("resize", "crop"), [(24, 20), (24, None), (None, 28), (41, 41)])
+def test_equals_oracle_on_pillow_rendered_images(photo_folder, resize, crop):
+    root, paths = photo_folder
+    expected = [torchvision_like(p, resize, crop) for p in paths]
+    stats = normstats.compute(root, resize=resize, center_crop=crop, cache=False, workers=1)
+    assert_matches_oracle(stats, expected, 255)
+    assert "Resize" in stats.mode or "CenterCrop" in stats.mode
+
+
+def test_resized_size_follows_torchvision():
+    assert resized_size(375, 500, 256) == (256, 341)
+    assert resized_size(500, 375, 256) == (341, 256)
+    assert resized_size(100, 100, 7) == (7, 7)
+
+
+def test_center_crop_pads_small_images_with_zeros():
+    pixels = np.full((2, 3, 1), 9, np.uint8)
+    out = center_crop(pixels, 4)
+    assert out.shape == (4, 4, 1)
+    assert out.sum() == 9 * 6  # the image itself, surrounded by zeros
+
+
+def test_center_crop_rounds_half_to_even():
+    pixels = np.arange(25, dtype=np.uint8).reshape(5, 5, 1)
+    assert center_crop(pixels, 2)[:, :, 0].tolist() == [[12, 13], [17, 18]]
+
+
+def test_policy_validates_and_describes():
+    assert DecodePolicy("RGB", resize=256, center_crop=224).describe() == \
+        "RGB, Resize(256), CenterCrop(224)"
+    with pytest.raises(InvalidOptionError, match="resize must be a positive integer"):
+        DecodePolicy(resize=0)
+
+
+def test_arrays_refuse_resize():
+    with pytest.raises(InvalidOptionError, match="apply to image files"):
+        normstats.compute(np.zeros((2, 4, 4, 3), np.uint8), resize=2)
+
+
+def test_cache_identity_includes_transforms(tmp_path):
+    from normstats.cache import group_identity
+
+    plain = group_identity(str(tmp_path), DecodePolicy())
+    resized = group_identity(str(tmp_path), DecodePolicy(resize=8))
+    cropped = group_identity(str(tmp_path), DecodePolicy(resize=8, center_crop=4))
+    assert len({str(plain), str(resized), str(cropped)}) == 3
+
+
+def test_cached_run_keys_on_transforms(photo_folder, tmp_path):
+    root, paths = photo_folder
+    cache = tmp_path / "cache"
+    plain = normstats.compute(root, cache=cache, workers=1)
+    resized = normstats.compute(root, cache=cache, workers=1, resize=16)
+    again = normstats.compute(root, cache=cache, workers=1, resize=16)
+    assert resized.images_decoded == len(paths) and again.images_cached == len(paths)
+    assert plain.pixels_per_channel != resized.pixels_per_channel
+    assert again.mean == resized.mean

@@ -1,0 +1,157 @@
+"""Crash safety and concurrency of the record cache, with real processes.
+
+A child process computes a folder through the cache and SIGKILLs itself at a chosen
+point: before a completion marker, in the middle of a segment's arrays, during the
+compaction, or at a random moment. The next run must give the bits of an
+uninterrupted run and must not decode again any file of a committed segment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import normstats
+from normstats.cache import DatasetCache
+from normstats.sources.decode import DecodePolicy
+
+CHILD = textwrap.dedent("""
+    import os, signal, sys, time
+    import zarr
+    import normstats, normstats.cache as store, normstats.cache_run as cache_run
+    from normstats.sources import folder
+
+    root, cache, point, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    cache_run.FLUSH_SECONDS = 0.0      # commit after every task
+    cache_run.LOCK_WAIT_SECONDS = float(os.environ.get("LOCK_WAIT", "60"))
+    calls = {"n": 0}
+
+    def die_on(module, name, when=lambda: True):
+        original = getattr(module, name)
+        def wrapper(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == count and when():
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(*args, **kwargs)
+        setattr(module, name, wrapper)
+
+    if point == "marker":       # data of segment `count` written, its marker not
+        die_on(store, "write_json_atomic")
+    elif point == "array":      # in the middle of one segment's arrays
+        die_on(zarr.Group, "create_array")
+    elif point == "compact":    # new segment committed, old ones not yet removed
+        die_on(store.DatasetCache, "remove_all_but")
+    elif point == "rmtree":     # old markers removed, old data half deleted
+        def half(self, keep):
+            for path in self.markers_dir.iterdir():
+                if path.name != keep + ".json":
+                    path.unlink()
+            old = [p for p in self.segments_dir.iterdir() if p.is_dir() and p.name != keep]
+            store.shutil.rmtree(old[0])
+            os.kill(os.getpid(), signal.SIGKILL)
+        store.DatasetCache.remove_all_but = half
+    slow = float(os.environ.get("SLOW_TASK", "0"))
+    if slow:
+        original_run = folder.FolderTask.run
+        def run(self):
+            time.sleep(slow)
+            return original_run(self)
+        folder.FolderTask.run = run
+    stats = normstats.compute(root, cache=cache, workers=1, task_size=3)
+    print(stats.images_cached, stats.images_decoded, flush=True)
+""")
+
+
+def make_folder(root: Path, count: int) -> Path:
+    for i in range(count):
+        rng = np.random.default_rng(i)
+        path = root / f"d{i % 2}" / f"{i:03d}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)).save(path)
+    return root
+
+
+def child(tmp_path: Path, folder: Path, cache: Path, point: str = "none", count: int = 0,
+          slow: float = 0.0, lock_wait: float = 60.0) -> subprocess.Popen:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "SLOW_TASK": str(slow), "LOCK_WAIT": str(lock_wait)}
+    return subprocess.Popen([sys.executable, str(script), str(folder), str(cache), point,
+                             str(count)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def committed_paths(folder: Path, cache: Path) -> set[str]:
+    store = DatasetCache.open(cache, str(folder), DecodePolicy())
+    segments, _ = store.load()
+    return {p for s in segments for p in s.index.paths}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> tuple[Path, normstats.DatasetStats]:
+    folder = make_folder(tmp_path_factory.mktemp("crash") / "data", 24)
+    return folder, normstats.compute(folder, cache=False, workers=1)
+
+
+@pytest.mark.parametrize("point, count", [("marker", 1), ("marker", 4), ("array", 12),
+                                          ("compact", 1), ("rmtree", 1)])
+def test_sigkill_at_a_chosen_point_then_rerun(tmp_path, dataset, point, count):
+    folder, reference = dataset
+    cache = tmp_path / "cache"
+    process = child(tmp_path, folder, cache, point, count)
+    process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    kept = committed_paths(folder, cache)
+    stats = normstats.compute(folder, cache=cache, workers=1)
+    assert stats == reference
+    assert stats.images_cached == len(kept) and stats.images_decoded == 24 - len(kept)
+    if point != "marker" or count > 1:
+        assert kept  # something was committed before the kill, and it was reused
+    assert normstats.compute(folder, cache=cache, workers=1).images_decoded == 0
+
+
+def test_sigkill_at_a_random_moment_then_rerun(tmp_path, dataset):
+    folder, reference = dataset
+    cache = tmp_path / "cache"
+    process = child(tmp_path, folder, cache, slow=0.05)
+    markers = cache
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(list(markers.glob("*/markers/*.json"))) < 3:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=30)
+    kept = committed_paths(folder, cache)
+    assert 9 <= len(kept) < 24
+    stats = normstats.compute(folder, cache=cache, workers=1)
+    assert stats == reference and stats.images_decoded == 24 - len(kept)
+
+
+@pytest.mark.parametrize("lock_wait", [60.0, 0.1])
+def test_two_concurrent_runs_both_finish_and_the_cache_stays_consistent(tmp_path, dataset,
+                                                                        lock_wait):
+    """A long wait: the second run waits and reuses all; a short one: it goes read-only."""
+    folder, reference = dataset
+    cache = tmp_path / "cache"
+    runs = [child(tmp_path, folder, cache, slow=0.05, lock_wait=lock_wait) for _ in range(2)]
+    outputs = [p.communicate(timeout=120) for p in runs]
+    assert [p.returncode for p in runs] == [0, 0], outputs
+    counts = sorted(tuple(map(int, out.split())) for out, _ in outputs)
+    assert all(c + d == 24 for c, d in counts)  # each saw all 24 files
+    if lock_wait < 1:
+        assert any("reusing its committed records" in err for _, err in outputs)
+    else:
+        assert counts[-1] == (24, 0)  # the waiting run decoded nothing
+    stats = normstats.compute(folder, cache=cache, workers=1)
+    assert stats == reference and stats.images_cached == 24 and stats.images_decoded == 0
+    store = DatasetCache.open(cache, str(folder), DecodePolicy())
+    segments, junk = store.load()
+    assert len(segments) == 1 and junk == 0

@@ -1,0 +1,86 @@
+"""`normstats compute` with --to, --bgr, --resize, --center-crop, --sample, --percentiles."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import normstats
+from normstats.cli import main
+
+
+@pytest.fixture
+def array_file(tmp_path, rng):
+    path = tmp_path / "images.npy"
+    np.save(path, rng.integers(0, 256, (400, 6, 6, 3), dtype=np.uint8))
+    return str(path)
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(main, ["compute", *args, "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_to_exports_the_chosen_variant(png_folder):
+    root, _ = png_folder
+    stats = normstats.compute(root, workers=1)
+    out = _run(str(root), "--to", "torchvision", "--variant", "per_image_std", "--no-cache")
+    call = ast.parse(out).body[0].value
+    args = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    assert args == {"mean": stats.mean, "std": stats.per_image_std}
+    assert "'per_image_std'" in out.splitlines()[0]
+
+
+def test_bgr_and_json_formats(png_folder):
+    root, _ = png_folder
+    stats = normstats.compute(root, workers=1)
+    hf = json.loads(_run(str(root), "--to", "hf", "--bgr", "--no-cache"))
+    assert hf["image_mean"] == list(stats.mean[::-1])
+    assert hf["_normstats"]["channels"] == ["B", "G", "R"]
+
+
+def test_resize_and_crop_options(png_folder):
+    root, _ = png_folder
+    expected = normstats.compute(root, resize=4, center_crop=3, workers=1, cache=False)
+    data = json.loads(_run(str(root), "--resize", "4", "--center-crop", "3", "--json",
+                           "--no-cache"))
+    assert data["mean"] == list(expected.mean)
+    assert data["mode"] == "RGB, Resize(4), CenterCrop(3)"
+    assert data["pixels_per_channel"] == 24 * 9
+
+
+def test_sample_says_it_is_an_estimate(array_file):
+    out = _run(array_file, "--sample", "50", "--seed", "3")
+    assert out.startswith("ESTIMATE from a uniform random sample of 50 of 400 images (seed 3)")
+    assert "±" in out and "clusters" not in out.splitlines()[0]
+
+
+def test_precision_json(array_file):
+    data = json.loads(_run(array_file, "--sample", "20", "--precision", "0.01", "--seed", "0",
+                           "--json"))
+    assert data["estimate"] is True
+    assert max(max(v) for v in data["half_width"].values()) < 0.01
+
+
+def test_sampled_export_is_marked(array_file):
+    out = _run(array_file, "--sample", "30", "--to", "keras")
+    assert out.startswith("# ESTIMATE")
+
+
+def test_percentiles(array_file):
+    pixels = np.load(array_file).reshape(-1, 3)
+    out = _run(array_file, "--percentiles", "--json")
+    data = json.loads(out)
+    assert data["percentiles"]["p99.5"] == [float(np.percentile(pixels[:, c], 99.5)) / 255
+                                            for c in range(3)]
+    assert "robust range" in _run(array_file, "--percentiles")
+
+
+def test_percentiles_and_sample_exclude_each_other(array_file):
+    result = CliRunner().invoke(main, ["compute", array_file, "--percentiles", "--sample", "5"])
+    assert result.exit_code != 0 and "--percentiles" in result.output

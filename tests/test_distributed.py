@@ -1,0 +1,232 @@
+"""normstats on dask.distributed: a real scheduler and two worker processes on 127.0.0.1.
+
+The cluster (tests/distributed_cluster.py) is started once for the module. Every
+cluster result is compared bit for bit with the local run of the same data.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from distributed_cluster import running_cluster
+from PIL import Image
+
+import normstats
+from normstats.cli import main
+from normstats.distributed import CRASH_REASON, is_distributed
+from normstats.sources import FolderSource, RemoteFolderSource, open_source
+
+distributed = pytest.importorskip("distributed")
+fsspec = pytest.importorskip("fsspec")
+
+IMAGES = 60
+
+
+def numbers(stats: normstats.DatasetStats) -> dict:
+    """Everything a run computes, without where the data came from or the cache's share."""
+    data = stats.to_dict()
+    for name in ("source", "images_cached", "images_decoded"):
+        data.pop(name, None)
+    return data
+
+
+def png_bytes(rng: np.random.Generator, index: int) -> bytes:
+    """An integer RGB image of one of three sizes, with a per-image brightness."""
+    h, w = ((5, 7), (8, 8), (12, 3))[index % 3]
+    centre = int(rng.integers(20, 236))
+    pixels = rng.integers(centre - 20, centre + 20, size=(h, w, 3)).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def dataset(count: int = IMAGES) -> dict[str, bytes]:
+    """Relative path -> PNG bytes, in two class folders, generated deterministically."""
+    rng = np.random.default_rng(7)
+    return {f"{'cat' if i % 2 else 'dog'}/{i:03d}.png": png_bytes(rng, i) for i in range(count)}
+
+
+def write_folder(root: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as running:
+        yield running
+
+
+@pytest.fixture
+def client(cluster):
+    """A client of the test cluster with both workers up (a previous test may kill one)."""
+    with distributed.Client(cluster.address, set_as_default=False, timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+        yield client
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    return write_folder(tmp_path / "data", dataset())
+
+
+def local(path, cache=False, **options) -> normstats.DatasetStats:
+    return normstats.compute(path, workers=1, cache=cache, **options)
+
+
+# -- without a cluster ----------------------------------------------------------------
+
+
+def test_is_distributed_tells_addresses_from_local_schedulers():
+    assert all(map(is_distributed, ("tcp://127.0.0.1:8786", "127.0.0.1:8786", "sched.json",
+                                    "tls://host:8786")))
+    assert not any(map(is_distributed, ("sync", "threads", "processes", None, "nonsense")))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--threads-per-worker", "2"], "needs --local-cluster"),
+    (["--scheduler", "tcp://127.0.0.1:1", "--workers", "2"], "the cluster's workers decide"),
+    (["--local-cluster", "--scheduler", "threads"], "drop --scheduler"),
+    (["--scheduler", "nonsense"], "none of sync, threads, processes"),
+    (["--scheduler", "missing.json"], "does not exist"),
+])
+def test_cli_refuses_incoherent_cluster_options(folder, args, message):
+    result = CliRunner().invoke(main, ["compute", str(folder), *args])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_memory_url_folder_matches_the_local_folder(folder):
+    fs = fsspec.filesystem("memory")
+    fs.pipe({f"/local-url/{name}": data for name, data in dataset().items()})
+    fs.pipe("/local-url/README.txt", b"not an image")
+    source = open_source("memory://local-url")
+    assert isinstance(source, RemoteFolderSource) and source.ignored == 1
+    expected = numbers(local(folder))
+    assert numbers(local("memory://local-url", task_size=7)) == expected
+    assert numbers(normstats.compute("memory://local-url", workers=2, task_size=5)) == expected
+
+
+def test_memory_url_names_unreadable_files():
+    fs = fsspec.filesystem("memory")
+    fs.pipe({"/bad-url/a.png": dataset(1)["dog/000.png"], "/bad-url/b.png": b"",
+             "/bad-url/c.jpg": b"garbage"})
+    stats = local("memory://bad-url")
+    assert stats.images == 1
+    assert [(s.path, s.reason.split(" (")[0]) for s in stats.skipped] == [
+        ("b.png", "zero-byte file"), ("c.jpg", "not an image")]
+
+
+def test_an_unreachable_scheduler_is_a_one_line_error(monkeypatch):
+    monkeypatch.setattr("normstats.distributed.CONNECT_TIMEOUT", 1)
+    with pytest.raises(normstats.NormstatsError, match="cannot connect to the Dask scheduler"):
+        normstats.compute(np.zeros((3, 2, 2, 1), np.uint8), scheduler="tcp://127.0.0.1:9")
+
+
+def test_file_url_is_the_local_folder(folder):
+    assert isinstance(open_source(f"file://{folder}"), FolderSource)
+    with pytest.raises(normstats.NormstatsError, match="not a folder"):
+        open_source("memory://no-such-folder")
+
+
+# -- on the cluster -------------------------------------------------------------------
+
+
+def test_cluster_run_is_bit_identical_to_the_local_run(client, cluster, folder, tmp_path):
+    assert set(client.run(os.getenv, "MALLOC_TRIM_THRESHOLD_").values()) == {None}
+    expected = numbers(local(folder))
+    assert numbers(normstats.compute(folder, scheduler=client, task_size=7,
+                                     cache=False)) == expected
+    # the cache lives with the client: it gathers the records and writes them
+    cache = tmp_path / "cache"
+    first = normstats.compute(folder, scheduler=cluster.address, cache=cache)
+    again = local(folder, cache=cache)
+    assert (first.images_decoded, again.images_cached, again.images_decoded) == (IMAGES,
+                                                                               IMAGES, 0)
+    assert numbers(first) == numbers(again) == expected
+
+
+def test_cli_scheduler_address_and_scheduler_file(cluster, folder):
+    runner = CliRunner()
+    local_json = runner.invoke(main, ["compute", str(folder), "--json", "--no-cache",
+                                      "--workers", "1"])
+    for scheduler in (cluster.address, str(cluster.scheduler_file)):
+        remote = runner.invoke(main, ["compute", str(folder), "--json", "--no-cache",
+                                      "--scheduler", scheduler, "--progress"])
+        assert remote.exit_code == 0, remote.output
+        assert remote.stdout == local_json.stdout
+        assert "normstats: stages:" in remote.stderr and "100%" in remote.stderr
+
+
+def test_memory_url_on_the_cluster(client, folder):
+    """memory:// lives in each process: the files are written in this one and in every
+    worker (a bound ``pipe`` of the memory filesystem pickles as that filesystem)."""
+    fs = fsspec.filesystem("memory")
+    files = {f"/cluster-url/{name}": data for name, data in dataset().items()}
+    fs.pipe(files)
+    client.run(fs.pipe, files)
+    stats = normstats.compute("memory://cluster-url", scheduler=client, task_size=6)
+    assert numbers(stats) == numbers(local(folder))
+
+
+def test_killing_a_worker_mid_run_changes_nothing(client, folder, tmp_path):
+    pids = client.run(os.getpid)
+    killed: list[int] = []
+
+    def kill_a_busy_worker(result) -> None:
+        if killed:
+            return
+        busy = [w for w, keys in client.processing().items() if keys] or list(pids)
+        killed.append(pids[busy[0]])
+        os.kill(killed[0], signal.SIGKILL)
+
+    cache = tmp_path / "cache"
+    stats = normstats.compute(folder, scheduler=client, task_size=2, cache=cache,
+                              on_result=kill_a_busy_worker)
+    assert killed and killed[0] not in client.run(os.getpid).values()
+    assert numbers(stats) == numbers(local(folder))
+    again = local(folder, cache=cache)  # what the cache holds is exact too
+    assert again.images_cached == IMAGES and numbers(again) == numbers(stats)
+
+
+def test_on_error_fail_stops_the_cluster_run_naming_the_file(client, folder):
+    (folder / "dog" / "broken.png").write_bytes(b"not a png")
+    with pytest.raises(normstats.NormstatsError, match="broken.png: not an image"):
+        normstats.compute(folder, scheduler=client, on_error="fail", cache=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_size", [4, 1])
+def test_an_image_that_kills_its_worker_every_time_is_skipped(client, folder, tmp_path,
+                                                             caplog, task_size):
+    expected = numbers(local(folder))
+    # in the middle of the listing, so its task holds healthy files too
+    shutil.copy(folder / "dog" / "000.png", folder / "cat" / "POISON.png")
+    cache = tmp_path / "cache"
+    with caplog.at_level(logging.INFO, logger="normstats.distributed"):
+        stats = normstats.compute(folder, scheduler=client, task_size=task_size, cache=cache)
+    assert f"a task of {task_size} files killed its workers" in caplog.text
+    assert [s.path for s in stats.skipped] == [os.path.join("cat", "POISON.png")]
+    assert stats.skipped[0].reason.startswith(f"{CRASH_REASON} 2 times")
+    assert {**numbers(stats), "skipped": []} == expected
+    # a crash may be the machine's fault, so it is not cached: the next run retries it
+    again = local(folder, cache=cache)
+    assert (again.images_cached, again.images_decoded) == (IMAGES, 1)
+
+
+@pytest.mark.slow
+def test_cli_local_cluster(folder):
+    result = CliRunner().invoke(main, ["compute", str(folder), "--json", "--no-cache",
+                                       "--local-cluster", "--workers", "1",
+                                       "--threads-per-worker", "1"])
+    assert result.exit_code == 0, result.output
+    assert normstats.DatasetStats.from_json(result.stdout).images == IMAGES

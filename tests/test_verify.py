@@ -1,0 +1,121 @@
+"""`normstats verify`: PASS, FAIL, and which variant each published number really is."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import normstats
+from normstats.cli import main
+from normstats.manifests import Reference, load_manifest
+from normstats.verify import check_reference, verify_stats
+
+sys.path.insert(0, str(Path(__file__).parent / "sources"))
+fw = importlib.import_module("format_writers")
+
+def _photos(count: int) -> np.ndarray:
+    """Images whose brightness and contrast both vary, so every std variant differs."""
+    rng = np.random.default_rng(11)
+    centre = rng.integers(40, 216, size=(count, 1, 1, 1))
+    spread = rng.integers(3, 40, size=(count, 1, 1, 1))
+    noise = rng.integers(-100, 101, size=(count, 32, 32, 3)) * spread // 100
+    return np.clip(centre + noise, 0, 255).astype(np.uint8)
+
+
+RGB = _photos(20)
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> tuple[Path, normstats.DatasetStats]:
+    """Two CIFAR-10 binary batches under a root, and their statistics from memory."""
+    root = tmp_path / "root"
+    (root / "cifar-10-batches-bin").mkdir(parents=True)
+    fw.write_cifar_bin(root / "cifar-10-batches-bin" / "data_batch_1.bin", RGB[:12])
+    fw.write_cifar_bin(root / "cifar-10-batches-bin" / "data_batch_2.bin", RGB[12:])
+    return root, normstats.compute(RGB, channels=("R", "G", "B"))
+
+
+def _manifest(tmp_path: Path, stats: normstats.DatasetStats, images: int = 20) -> Path:
+    def values(numbers: tuple[float, ...], digits: int = 4) -> str:
+        return "[" + ", ".join(f"{v:.{digits}f}" for v in numbers) + "]"
+
+    path = tmp_path / "toy.toml"
+    path.write_text(f'''name = "toy-cifar"
+dataset = "Toy CIFAR"
+split = "train"
+description = "hand-written manifest for two generated batches"
+
+[source]
+format = "cifar10-bin"
+files = ["cifar-10-batches-bin/data_batch_1.bin", "cifar-10-batches-bin/data_batch_2.bin"]
+images = {images}
+
+[[references]]
+label = "correct pooled constants"
+source = "computed for this test"
+tolerance = 5e-5
+mean = {values(stats.mean)}
+std = {values(stats.std)}
+
+[[references]]
+label = "per-image sample std pasted as the std"
+source = "the CIFAR-10 0.2023 mistake, reproduced"
+tolerance = 5e-5
+mean = {values(stats.mean)}
+std = {values(stats.per_image_std_ddof1, 6)}
+
+[[references]]
+label = "the same in [0, 255]"
+source = "mmcv style"
+scale = 255.0
+tolerance = 0.02
+mean = {values(tuple(v * 255 for v in stats.mean), 3)}
+''')
+    return path
+
+
+def test_pass_fail_and_the_variant_each_number_matches(tmp_path: Path, dataset) -> None:
+    root, expected = dataset
+    manifest = load_manifest(str(_manifest(tmp_path, expected)))
+    stats = normstats.manifests.compute_manifest(manifest, str(root))
+    assert stats.images == 20 and stats.mean == expected.mean
+    result = verify_stats(stats, manifest)
+    good, pasted, scaled = result.checks
+    assert good.passed and scaled.passed and not pasted.passed and not result.passed
+    stds = [n for n in pasted.numbers if n.claimed == "std"]
+    assert [n.best for n in stds] == ["per_image_std_ddof1"] * 3
+    assert all(abs(n.best_diff) <= 5e-5 < abs(n.diff) for n in stds)
+    assert {n.best for n in good.numbers} == {"mean", "std"}
+
+
+def test_cli_exit_status_and_report(tmp_path: Path, dataset) -> None:
+    root, expected = dataset
+    manifest = _manifest(tmp_path, expected)
+    result = CliRunner().invoke(main, ["verify", str(manifest), "--root", str(root)])
+    assert result.exit_code == 1
+    assert "PASS  correct pooled constants" in result.output
+    assert "FAIL  per-image sample std pasted as the std" in result.output
+    assert "per_image_std_ddof1" in result.output
+    assert "FAIL: 2 of 3 reference(s) pass" in result.output
+    text = manifest.read_text().split("[[references]]")
+    manifest.write_text(text[0] + "[[references]]" + text[1])
+    passing = CliRunner().invoke(main, ["verify", str(manifest), "--root", str(root)])
+    assert passing.exit_code == 0 and "PASS: 1 of 1" in passing.output
+
+
+def test_an_image_count_that_disagrees_fails(tmp_path: Path, dataset) -> None:
+    root, expected = dataset
+    manifest = load_manifest(str(_manifest(tmp_path, expected, images=50000)))
+    result = verify_stats(expected, manifest)
+    assert not result.passed and "expects 50,000 images" in result.count_problem
+
+
+def test_channel_count_mismatch_is_a_clear_failure() -> None:
+    stats = normstats.compute(np.zeros((2, 3, 3, 1), np.uint8))
+    check = check_reference(stats, Reference("rgb", "x", {"mean": (0.1, 0.2, 0.3)}))
+    assert not check.passed and "3 values for 1 channel" in check.problem
