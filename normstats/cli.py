@@ -6,7 +6,6 @@ Every failure ends with exit status 1 and one line ``normstats: error: <reason>`
 
 from __future__ import annotations
 
-import functools
 import sys
 import tempfile
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 import click
 
 from normstats.cache_cli import cache_group, cache_setting, compute_cache_options, record_extras
+from normstats.cli_errors import user_errors
 from normstats.compare_cli import compare_command, condition_command
 from normstats.compute_extras import extra_options, pop_extras, render_export, run_extras
 from normstats.distributed_cli import cluster_options, scheduler_option
@@ -24,20 +24,6 @@ __all__ = ["main"]
 
 _MODES = ("RGB", "L", "RGBA", "keep")
 _LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
-
-
-def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn NormstatsError into a one-line message and exit status 1."""
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from normstats.errors import NormstatsError
-        from normstats.report import printable
-
-        try:
-            return command(*args, **kwargs)
-        except NormstatsError as error:
-            raise click.ClickException(printable(str(error))) from None
-    return wrapper
 
 
 class _Group(click.Group):
@@ -100,7 +86,7 @@ def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
               help="Folder holding the --manifest files.")
 @compute_cache_options
 @extra_options
-@_user_errors
+@user_errors
 @cluster_options
 def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
             manifest: str | None, root: str | None, cache_dir: str | None, no_cache: bool,
@@ -142,7 +128,7 @@ def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Keep the generated dataset in this folder (default: a temporary one).")
 @click.option("--images", type=int, default=120, show_default=True)
-@_user_errors
+@user_errors
 def demo(out: str | None, images: int) -> None:
     """Build a small synthetic photo dataset offline and compute its constants."""
     import normstats

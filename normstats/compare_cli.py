@@ -11,13 +11,9 @@ from typing import Any
 
 import click
 
+from normstats.cli_errors import user_errors
+
 __all__ = ["compare_command", "condition_command", "load_compared"]
-
-
-def _user_errors(function: Any) -> Any:
-    from normstats.cli import _user_errors as wrap  # the CLI's one-line error handling
-
-    return wrap(function)
 
 
 def _resolve(spec: str, root: str | None) -> tuple[Any, tuple[str, ...] | None, str]:
@@ -84,7 +80,7 @@ def load_compared(spec: str, *, root: str | None = None, plot: bool = False,
 def compare_command(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
                     as_json: bool, **options: Any) -> None:
     """Compare DATASETS (folders, arrays or manifest names): mean, pooled and per-image std."""
-    _user_errors(_compare)(datasets, root, plot_path, as_json, options)
+    user_errors(_compare)(datasets, root, plot_path, as_json, options)
 
 
 def _compare(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
@@ -110,7 +106,7 @@ def _compare(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
 def condition_command(path: str, as_json: bool) -> None:
     """Condition numbers of XᵀX/n for vector data PATH (.npy or zarr, shape (N, d)):
     raw, min-max scaled and standardized."""
-    _user_errors(_condition)(path, as_json)
+    user_errors(_condition)(path, as_json)
 
 
 def _condition(path: str, as_json: bool) -> None:

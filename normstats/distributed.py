@@ -284,7 +284,9 @@ class _ClusterRun:
 
         self.client, self.on_result, self.progress, self.times = client, on_result, progress, times
         self.token = uuid.uuid4().hex[:12]  # keys unique per run on a shared cluster
-        self.pending = as_completed(loop=client.loop, with_results=True, raise_errors=False)
+        # Without with_results: as_completed(with_results=True) can wait forever on a future
+        # that erred (dask/distributed#7331); results are fetched per future instead.
+        self.pending = as_completed(loop=client.loop)
         self.tasks: dict[str, tuple[Task, str]] = {}  # key -> (task, label)
         self.suspects: collections.deque[tuple[Task, str]] = collections.deque()
         self.suspect_label: str | None = None  # the one suspect in flight
@@ -308,14 +310,15 @@ class _ClusterRun:
             self.submit(task, str(index))
         self.times.tasks = len(tasks)
         total = Summary()
-        for future, outcome in self.pending:
+        for future in self.pending:
             task, label = self.tasks.pop(future.key)
             alone = label == self.suspect_label
             if alone:
                 self.suspect_label = None
             if future.status == "error":
-                total = total.merge(self._crashed(task, label, outcome[1], alone))
+                total = total.merge(self._crashed(task, label, future.exception(), alone))
             else:
+                outcome = future.result()
                 self.times.first_result = self.times.first_result or \
                     time.perf_counter() - self.started
                 total = total.merge(self._deliver(outcome.summary, outcome.result,

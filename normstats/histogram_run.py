@@ -10,16 +10,14 @@ not used (cached records hold no pixels), so asking for percentiles costs a deco
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass
 from typing import Any
 
-from normstats.errors import InvalidOptionError, UnreadableInputError
+from normstats.errors import InvalidOptionError
 from normstats.histogram import ROBUST_RANGE, Histogram
-from normstats.records import Skipped, records_from_stack
+from normstats.records import records_from_stack
 from normstats.sources.arrays import ArrayTask, as_nhwc, open_array
 from normstats.sources.base import TaskResult
-from normstats.sources.decode import decode_file
 from normstats.sources.folder import FolderTask, records_of_images
 from normstats.stats import DatasetStats
 
@@ -50,18 +48,11 @@ class FolderHistogramTask:
         return self.inner.size
 
     def run(self) -> HistogramResult:
-        task, decoded, skipped, histogram = self.inner, [], [], None
-        for entry in task.files:
-            try:
-                image = decode_file(os.path.join(task.root, entry.path), task.policy, entry.path)
-            except UnreadableInputError as error:
-                if task.fail_fast:
-                    raise
-                skipped.append(Skipped(entry.path, error.reason))
-                continue
-            decoded.append((entry.path, image))
+        decoded, skipped = self.inner.decode_all()
+        histogram = None
+        for _, image in decoded:
             histogram = _merge(histogram, Histogram.from_array(image.pixels))
-        return HistogramResult(records_of_images(decoded), tuple(skipped), histogram)
+        return HistogramResult(records_of_images(decoded), skipped, histogram)
 
 
 @dataclass(frozen=True)

@@ -6,32 +6,18 @@ are imported inside them so ``normstats --help`` stays instant.
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable
 from typing import Any
 
 import click
 
+from normstats.cli_errors import user_errors
+
 __all__ = ["manifests_command", "verify_command", "compute_manifest_from_cli"]
 
 
-def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """NormstatsError -> one-line message and exit status 1 (as the rest of the CLI)."""
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from normstats.errors import NormstatsError
-        from normstats.report import printable
-
-        try:
-            return command(*args, **kwargs)
-        except NormstatsError as error:
-            raise click.ClickException(printable(str(error))) from None
-    return wrapper
-
-
 @click.command("manifests")
-@_user_errors
+@user_errors
 def manifests_command() -> None:
     """List the shipped dataset manifests and the references each one carries."""
     from normstats.manifests import list_manifests
@@ -65,7 +51,7 @@ def compute_manifest_from_cli(name: str, root: str | None, **options: Any) -> An
 @click.option("--scheduler", type=click.Choice(("sync", "threads", "processes")),
               default=None, help="Local Dask scheduler.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
-@_user_errors
+@user_errors
 def verify_command(manifest: str, root: str, workers: int | None, scheduler: str | None,
                    as_json: bool) -> None:
     """Compute MANIFEST (a shipped name or a .toml file) under --root and check its references.

@@ -77,7 +77,12 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
     pending = [root]
     while pending:
         directory = pending.pop()
-        info = directory.stat()
+        try:
+            info = directory.stat()
+        except OSError as error:  # a path longer than PATH_MAX, or removed during the walk
+            skipped.append(Skipped(os.path.relpath(directory, root) + os.sep,
+                                   f"cannot open folder: {error.strerror or error}"))
+            continue
         if (info.st_dev, info.st_ino) in seen_dirs:
             continue  # a symlink loop or a second link to a walked folder
         seen_dirs.add((info.st_dev, info.st_ino))
@@ -150,6 +155,11 @@ class FolderTask:
         return len(self.files)
 
     def run(self) -> TaskResult:
+        decoded, skipped = self.decode_all()
+        return TaskResult(records_of_images(decoded), skipped)
+
+    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
+        """Decode every file: (key, image) pairs, and the files skipped with their reason."""
         decoded: list[tuple[str, DecodedImage]] = []
         skipped: list[Skipped] = []
         for entry in self.files:
@@ -161,7 +171,7 @@ class FolderTask:
                 skipped.append(Skipped(entry.path, error.reason))
                 continue
             decoded.append((entry.path, image))
-        return TaskResult(records_of_images(decoded), tuple(skipped))
+        return decoded, tuple(skipped)
 
 
 def records_of_images(decoded: list[tuple[str, DecodedImage]]) -> Records | None:
@@ -223,8 +233,21 @@ class FolderSource:
 
     def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Task]:
         files = self.walk.files
-        if task_size is None:
-            mean_bytes = max(1, sum(f.size for f in files) // max(1, len(files)))
-            task_size = default_task_size(len(files), workers, max(16, _TASK_BYTES // mean_bytes))
         return [FolderTask(self.root, files[a:b], self.policy, self.fail_fast)
-                for a, b in split_evenly(len(files), task_size)]
+                for a, b in file_task_ranges(files, task_size, workers)]
+
+
+def file_task_ranges(files: tuple[FileEntry, ...], task_size: int | None,
+                     workers: int) -> list[tuple[int, int]]:
+    """Consecutive runs of files for tasks: ``task_size`` each, or ~4 MB of files.
+
+    Examples
+    --------
+    >>> files = tuple(FileEntry(str(i), 1 << 20, 0) for i in range(100))
+    >>> file_task_ranges(files, None, workers=2)[:2]
+    [(0, 5), (5, 10)]
+    """
+    if task_size is None:
+        mean_bytes = max(1, sum(f.size for f in files) // max(1, len(files)))
+        task_size = default_task_size(len(files), workers, max(16, _TASK_BYTES // mean_bytes))
+    return split_evenly(len(files), task_size)

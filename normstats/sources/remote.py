@@ -22,7 +22,7 @@ from typing import Any
 
 from normstats.errors import NormstatsError, UnreadableInputError
 from normstats.records import Skipped
-from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
+from normstats.sources.base import Task, TaskResult
 from normstats.sources.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
@@ -30,12 +30,11 @@ from normstats.sources.decode import (
     channel_names_for,
     decode_bytes,
 )
-from normstats.sources.folder import FileEntry, WalkResult, records_of_images
+from normstats.sources.folder import FileEntry, WalkResult, file_task_ranges, records_of_images
 
 __all__ = ["is_url", "local_path", "RemoteFolderSource", "RemoteFolderTask", "walk_url"]
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_TASK_BYTES = 4 << 20  # as for local folders: ~200 files of 256² JPEG a task
 
 
 def is_url(path: Any) -> bool:
@@ -208,9 +207,6 @@ class RemoteFolderSource:
 
     def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Task]:
         files = self.walk.files
-        if task_size is None:
-            mean_bytes = max(1, sum(f.size for f in files) // max(1, len(files)))
-            task_size = default_task_size(len(files), workers, max(16, _TASK_BYTES // mean_bytes))
         return [RemoteFolderTask(self.root, files[a:b], self.policy, self.fail_fast,
                                  self.storage_options)
-                for a, b in split_evenly(len(files), task_size)]
+                for a, b in file_task_ranges(files, task_size, workers)]
