@@ -186,6 +186,42 @@ def bench_png(quick: bool) -> list[str]:
                        count, "normstats (2 processes)")
 
 
+def bench_overhead(quick: bool) -> list[str]:
+    """Per-image cost of statistics and of Dask scheduling, one process, small PNGs."""
+    from normstats.sources.decode import DecodePolicy, decode_file
+    from normstats.sources.folder import FolderSource
+
+    count = 4_000 if quick else 20_000
+    files = make_png_folder(count, 32)
+    root = DATA / f"png_32_{count}"
+    source = FolderSource(root)
+    policy = DecodePolicy("RGB")
+
+    def decode_only() -> None:
+        for path in files:
+            decode_file(str(path), policy)
+
+    def tasks_directly() -> None:
+        for task in source.tasks(workers=1):
+            task.run()
+
+    rows = [(name, *measure(function, 3)[:3]) for name, function in (
+        ("decode only (loop over decode_file)", decode_only),
+        ("decode + records (the tasks, no Dask)", tasks_directly),
+        ("normstats.compute, 1 worker, sync scheduler",
+         lambda: normstats.compute(root, workers=1, scheduler="sync")))]
+    decode, tasks, full = (row[1] for row in rows)
+    lines = [f"### Per-image overhead, {count} PNGs 32×32, one process", "",
+             "| stage | median s | spread s | µs per image |", "|---|---|---|---|"]
+    lines += [f"| {name} | {med:.3f} | {low:.3f}–{high:.3f} | {med / count * 1e6:.0f} |"
+              for name, med, low, high in rows]
+    lines += ["", f"statistics add {(tasks - decode) / count * 1e6:.1f} µs per image "
+                  f"({(tasks - decode) / decode:.1%} of decoding); walking, planning and "
+                  f"Dask scheduling add {(full - tasks) / full:.1%} of the run", ""]
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 _PEAK_RSS = """
 import resource, sys, normstats
 normstats.compute(sys.argv[1], workers=2, progress=False)
@@ -215,14 +251,15 @@ def bench_memory(quick: bool) -> list[str]:
     return lines
 
 
-def script_section(script: str) -> Callable[[bool], list[str]]:
-    """A section run by a benchmark script of its own (same flags, output passed through)."""
-    def run_script(quick: bool) -> list[str]:
+def script_section(script: str, full: tuple[str, ...] = (),
+                   quick: tuple[str, ...] = ("--quick",)) -> Callable[[bool], list[str]]:
+    """A section run by a benchmark script of its own, with its output passed through."""
+    def run_script(is_quick: bool) -> list[str]:
         import subprocess
 
         command = [sys.executable, str(Path(__file__).resolve().parent / script)]
-        output = subprocess.run(command + (["--quick"] if quick else []), capture_output=True,
-                                text=True, check=True).stdout
+        output = subprocess.run(command + list(quick if is_quick else full),
+                                capture_output=True, text=True, check=True).stdout
         print(output, flush=True)
         return output.splitlines() + [""]
     return run_script
@@ -243,11 +280,15 @@ def machine() -> list[str]:
     return [line, ""]
 
 
-SECTIONS = {"array": bench_array, "folder": bench_folder, "png": bench_png,
-            "memory": bench_memory, "normalize": script_section("bench_normalize.py")}
-for _name, _script in (("cache", "bench_cache.py"), ("distributed", "bench_distributed.py")):
-    if (Path(__file__).resolve().parent / _script).exists():
-        SECTIONS[_name] = script_section(_script)
+SECTIONS = {
+    "array": bench_array, "folder": bench_folder, "png": bench_png,
+    "overhead": bench_overhead, "memory": bench_memory,
+    "normalize": script_section("bench_normalize.py"),
+    "cache": script_section("bench_cache.py", ("--images", "10000", "--size", "256"),
+                            ("--images", "1000", "--size", "128", "--repeat", "1")),
+    "distributed": script_section("bench_distributed.py", (),
+                                  ("--images", "500", "--repeats", "2")),
+}
 
 
 def main() -> None:
