@@ -60,3 +60,4 @@ def uint8_moments(stack: np.ndarray) -> tuple[np.ndarray, ...]:
     sums, squares, lows, highs = _outputs(n, c)
     _kernel()(flat, sums, squares, lows, highs)
     return sums, squares, lows.astype(np.float64), highs.astype(np.float64)
+

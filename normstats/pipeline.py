@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import dask
@@ -22,7 +23,7 @@ from dask.delayed import Delayed, delayed
 
 from normstats import fused
 from normstats.distributed import is_distributed
-from normstats.errors import InvalidOptionError
+from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.progress import TASK_PREFIX, ProgressBar
 from normstats.sources.base import Source, Task, TaskResult
 from normstats.sources.iterable import IterableSource
@@ -32,6 +33,9 @@ __all__ = ["run", "default_workers", "SCHEDULERS"]
 
 SCHEDULERS = ("sync", "threads", "processes")
 _FAN_IN = 8
+WORKER_DIED = ("a decoding worker process died (a decoder crash, or the system killed it for "
+               "lack of memory); run again with --local-cluster, which retries its files and "
+               "skips and names a file that kills its worker every time")
 
 
 def default_workers() -> int:
@@ -117,7 +121,12 @@ def _run_graph(source: Source, tasks: Sequence[Task], workers: int, scheduler: A
     with bar:
         if scheduler == "processes":
             with _process_pool(min(workers, len(tasks))) as pool:
-                (summary,) = dask.compute(graph, pool=pool, **options)
+                try:
+                    (summary,) = dask.compute(graph, pool=pool, **options)
+                except BrokenProcessPool:
+                    # The local pool cannot tell which file killed its worker; a cluster
+                    # retries and isolates it (normstats.distributed), so point there.
+                    raise NormstatsError(WORKER_DIED) from None
         else:
             (summary,) = dask.compute(graph, **options)
     return summary

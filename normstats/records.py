@@ -18,7 +18,8 @@ from normstats.image_moments import MAX_INTEGER_BITS, extrema, float_moments, in
 from normstats.moments import FloatMoments, IntegerMoments, Moments
 
 __all__ = ["Skipped", "IntegerRecords", "FloatRecords", "Records", "records_from_stack",
-           "concat_records", "default_channel_names"]
+           "concat_records", "default_channel_names",
+           "Uint8Rows"]
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,43 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
         raise IncompatibleImagesError(f"unsupported pixel dtype {stack.dtype}")
     means, residuals, m2s = float_moments(stack)
     return FloatRecords(**common, means=means, residuals=residuals, m2s=m2s)
+
+
+class Uint8Rows:
+    """Per-image records of uint8 images added one at a time, any sizes, no stacking.
+
+    Each image is reduced by the compiled kernel when it is added (needs
+    `normstats.fused.available()`), so a caller can drop its pixels at once.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows = Uint8Rows()
+    >>> rows.add("a", np.zeros((2, 2, 1), np.uint8), ("L",))
+    >>> rows.add("b", np.ones((3, 1, 1), np.uint8), ("L",))
+    >>> [r.pixels.tolist() for r in rows.records()]
+    [[4, 3]]
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, ...], list[tuple[str, int, tuple[np.ndarray, ...]]]] = {}
+
+    def add(self, key: str, pixels: np.ndarray, channel_names: tuple[str, ...]) -> None:
+        """Reduce one (H, W, C) uint8 image now and keep its numbers."""
+        moments = fused.uint8_moments(pixels[None])
+        self._rows.setdefault(tuple(channel_names), []).append(
+            (key, pixels.shape[0] * pixels.shape[1], moments))
+
+    def records(self) -> list[IntegerRecords]:
+        """One `IntegerRecords` per channel layout, rows in the order they were added."""
+        return [IntegerRecords(
+            dtype="uint8", channel_names=names, keys=tuple(r[0] for r in rows),
+            pixels=np.array([r[1] for r in rows], dtype=np.int64),
+            sums=np.concatenate([r[2][0] for r in rows]),
+            sums_sq=np.concatenate([r[2][1] for r in rows]),
+            minimum=np.concatenate([r[2][2] for r in rows]),
+            maximum=np.concatenate([r[2][3] for r in rows]))
+            for names, rows in self._rows.items()]
 
 
 def _names(stack: np.ndarray, channel_names: tuple[str, ...] | None) -> tuple[str, ...]:

@@ -103,11 +103,33 @@ def open_array(path: str) -> Any:
         except Exception as error:  # noqa: BLE001 - zarr raises many types; all mean the same
             raise NormstatsError(f"not a readable zarr array ({error})", path=path) from None
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as error:
+        if "mmap length is greater than file size" in str(error):
+            raise NormstatsError("truncated .npy file: its header's shape needs more bytes than "
+                                 "the file holds", path=path) from None
         raise NormstatsError(f"not a plain .npy array ({error})", path=path) from None
     except OSError as error:
         raise NormstatsError(f"cannot read .npy file ({error})", path=path) from None
+    _check_npy_length(array, path)
+    return array
+
+
+def _check_npy_length(array: Any, path: str) -> None:
+    """Refuse a ``.npy`` whose data runs past what its header claims.
+
+    numpy maps only the bytes the header's shape needs and ignores the rest, so a header
+    that understates the image count would silently leave images out (IDX and ``.npz``
+    members are held to the same exact-size rule).
+    """
+    offset = getattr(array, "offset", None)
+    if offset is None:
+        return
+    held = os.path.getsize(path) - offset
+    if held != array.nbytes:
+        raise NormstatsError(f"header claims shape {array.shape} {array.dtype} = "
+                             f"{array.nbytes:,} bytes but the file holds {held:,}: the header "
+                             "and the data disagree", path=path)
 
 
 @dataclass(frozen=True)

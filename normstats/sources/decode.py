@@ -12,6 +12,7 @@ not an image padded with grey.
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -139,8 +140,15 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
     fast = decode_jpeg_fast(data, policy)
     if fast is not None:
         return DecodedImage(fast, channel_names_for(policy.mode, fast.shape[2]))
+    # Pillow reads its limit from a module global: set it for this decode and put the
+    # caller's value back, so compute(max_pixels=...) never changes the limit the user's own
+    # Image.open calls get afterwards. (_check_size enforces the policy whatever the global.)
+    previous_limit = Image.MAX_IMAGE_PIXELS
     Image.MAX_IMAGE_PIXELS = int(policy.max_pixels)
     with warnings.catch_warnings():
+        # Pillow's UserWarnings ("Corrupt EXIF data", "Truncated File Read") are multi-line
+        # noise on stderr for every damaged file; the skip reason already says what failed.
+        warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
             image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
@@ -149,14 +157,18 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
         except UnreadableInputError:
             raise
         except UnidentifiedImageError:
-            raise UnreadableInputError("not an image (content is none of "
-                                       f"{', '.join(ALLOWED_FORMATS)})", name) from None
+            raise UnreadableInputError(_unidentified_reason(data), name) from None
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
-            raise UnreadableInputError(f"decompression bomb: {error}; raise the limit with "
-                                       "--max-pixels if the file is trusted", name) from None
+            # Pillow warns above the limit and errors above twice it, naming 2x the limit
+            # in the second case; both are refused, with the limit the user can change.
+            found = re.search(r"\((\d+) pixels\)", str(error))
+            size = f"{found.group(1)} pixels" if found else "the image"
+            raise UnreadableInputError(_bomb_reason(size, policy.max_pixels), name) from None
         except Exception as error:  # noqa: BLE001 - any decoder failure is this file's fault
             raise UnreadableInputError(f"truncated or corrupt image data ({error})",
                                        name) from None
+        finally:
+            Image.MAX_IMAGE_PIXELS = previous_limit
     pixels = _to_array(image, data, policy.mode, name)
     names = decoded_channel_names(image.mode, policy.mode, pixels.shape[2])
     if policy.resize is not None or policy.center_crop is not None:
@@ -194,11 +206,32 @@ def _check_size(image: Image.Image, policy: DecodePolicy, name: str) -> None:
     pixels = image.width * image.height
     if pixels > policy.max_pixels:
         raise UnreadableInputError(
-            f"decompression bomb: {image.width}x{image.height} = {pixels} pixels exceeds the "
-            f"limit of {policy.max_pixels}; raise it with --max-pixels if the file is trusted",
+            _bomb_reason(f"{image.width}x{image.height} = {pixels} pixels", policy.max_pixels),
             name)
     if pixels == 0:
         raise UnreadableInputError("image has no pixels", name)
+
+
+def _bomb_reason(size: str, limit: int) -> str:
+    return (f"decompression bomb: {size} exceeds the limit of {limit} pixels; raise it with "
+            "--max-pixels if the file is trusted")
+
+
+#: Signatures of the allowed formats: content that starts like one of them but that
+#: Pillow cannot identify is a damaged file of that format, not "not an image" (a
+#: truncated compressed TIFF loses its directory, which Pillow writes at the end). BMP's
+#: two-byte "BM" is left out: plain text can start with it.
+_SIGNATURES = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"II*\x00", "TIFF"),
+               (b"MM\x00*", "TIFF"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"))
+
+
+def _unidentified_reason(data: bytes) -> str:
+    for signature, fmt in _SIGNATURES:
+        if data.startswith(signature):
+            return f"truncated or corrupt {fmt} file (its header cannot be read)"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "truncated or corrupt WEBP file (its header cannot be read)"
+    return f"not an image (content is none of {', '.join(ALLOWED_FORMATS)})"
 
 
 def decoded_channel_names(image_mode: str, mode: str, channels: int) -> tuple[str, ...]:

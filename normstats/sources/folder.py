@@ -10,13 +10,21 @@ detected from content against an allow-list.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from normstats import fused
 from normstats.errors import NormstatsError, UnreadableInputError
-from normstats.records import Records, Skipped, concat_records, records_from_stack
+from normstats.records import (
+    Records,
+    Skipped,
+    Uint8Rows,
+    concat_records,
+    records_from_stack,
+)
 from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
 from normstats.sources.decode import (
     IMAGE_EXTENSIONS,
@@ -155,13 +163,20 @@ class FolderTask:
         return len(self.files)
 
     def run(self) -> TaskResult:
-        decoded, skipped = self.decode_all()
-        return TaskResult(records_of_images(decoded), skipped)
+        # 8-bit images are reduced as soon as they are decoded, while their pixels are
+        # still in cache, and only their numbers are kept; the rest are reduced together.
+        rows, others, skipped = Uint8Rows() if fused.available() else None, [], []
+        for key, image in self.decoded(skipped):
+            if rows is not None and image.pixels.dtype == np.uint8:
+                rows.add(key, image.pixels, image.channel_names)
+            else:
+                others.append((key, image))
+        parts = ([] if rows is None else rows.records()) + \
+            ([records_of_images(others)] if others else [])
+        return TaskResult(concat_records(parts) if parts else None, tuple(skipped))
 
-    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
-        """Decode every file: (key, image) pairs, and the files skipped with their reason."""
-        decoded: list[tuple[str, DecodedImage]] = []
-        skipped: list[Skipped] = []
+    def decoded(self, skipped: list[Skipped]) -> Iterator[tuple[str, DecodedImage]]:
+        """Decode file after file, yielding (key, image); unreadable files go to ``skipped``."""
         for entry in self.files:
             try:
                 image = decode_file(os.path.join(self.root, entry.path), self.policy, entry.path)
@@ -170,7 +185,12 @@ class FolderTask:
                     raise
                 skipped.append(Skipped(entry.path, error.reason))
                 continue
-            decoded.append((entry.path, image))
+            yield entry.path, image
+
+    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
+        """Decode every file: (key, image) pairs, and the files skipped with their reason."""
+        skipped: list[Skipped] = []
+        decoded = list(self.decoded(skipped))
         return decoded, tuple(skipped)
 
 
@@ -191,11 +211,17 @@ def records_of_images(decoded: list[tuple[str, DecodedImage]]) -> Records | None
         if image.pixels.size >= _STACK_BELOW_VALUES:
             signature += (index,)  # big images: one call each, no copy into a stack
         groups.setdefault(signature, []).append((key, image))
-    parts = [records_from_stack(np.stack([img.pixels for _, img in group]),
-                                keys=tuple(k for k, _ in group),
+    parts = [records_from_stack(_stack(group), keys=tuple(k for k, _ in group),
                                 channel_names=group[0][1].channel_names)
              for group in groups.values()]
     return concat_records(parts) if parts else None
+
+
+def _stack(group: list[tuple[str, DecodedImage]]) -> np.ndarray:
+    """(N, H, W, C) of a group; a single image is a view, not a copy."""
+    if len(group) == 1:
+        return group[0][1].pixels[None]
+    return np.stack([image.pixels for _, image in group])
 
 
 class FolderSource:
