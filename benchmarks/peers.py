@@ -53,9 +53,14 @@ def sklearn_scaler(x: np.ndarray) -> tuple:
 
 
 def forum_recipe(files: list[Path]) -> tuple:
-    """The common PyTorch-forum loop: PIL open, float in [0, 1], sum and sum of squares."""
+    """The common PyTorch-forum loop: PIL open, float in [0, 1], sum and sum of squares.
+
+    One process and one torch thread: intra-op threads on tiny per-image tensors only
+    contend with each other (on a loaded 2-core machine they made it 100x slower).
+    """
     import torch
 
+    torch.set_num_threads(1)
     total = torch.zeros(3, dtype=torch.float64)
     total_sq = torch.zeros(3, dtype=torch.float64)
     count = 0

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["uint8_moments", "available"]
+__all__ = ["uint8_moments", "uint8_moments_into", "outputs", "available"]
 
 @functools.cache
 def _kernel() -> Callable | None:
@@ -28,13 +28,13 @@ def _kernel() -> Callable | None:
     except ImportError:
         return None
     try:
-        stack_moments(np.zeros((1, 3), np.uint8), *_outputs(1, 3))
+        stack_moments(np.zeros((1, 3), np.uint8), *outputs(1, 3))
     except Exception:  # noqa: BLE001 - any numba failure means: use the numpy kernels
         return None
     return stack_moments
 
 
-def _outputs(n: int, channels: int) -> tuple[np.ndarray, ...]:
+def outputs(n: int, channels: int) -> tuple[np.ndarray, ...]:
     """Per-image, per-channel accumulators: sums and squares at 0, min at 255, max at 0."""
     return (np.zeros((n, channels), np.int64), np.zeros((n, channels), np.int64),
             np.full((n, channels), 255, np.uint8), np.zeros((n, channels), np.uint8))
@@ -57,7 +57,23 @@ def uint8_moments(stack: np.ndarray) -> tuple[np.ndarray, ...]:
     """
     n, h, w, c = stack.shape
     flat = np.ascontiguousarray(stack).reshape(n, h * w * c)
-    sums, squares, lows, highs = _outputs(n, c)
+    sums, squares, lows, highs = outputs(n, c)
     _kernel()(flat, sums, squares, lows, highs)
     return sums, squares, lows.astype(np.float64), highs.astype(np.float64)
 
+
+def uint8_moments_into(image: np.ndarray, row: int, sums: np.ndarray, squares: np.ndarray,
+                       lows: np.ndarray, highs: np.ndarray) -> None:
+    """Reduce one (H, W, C) uint8 image into row ``row`` of arrays made by `outputs`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = outputs(2, 1)
+    >>> uint8_moments_into(np.full((2, 2, 1), 3, np.uint8), 1, *out)
+    >>> out[0].tolist()
+    [[0], [12]]
+    """
+    flat = np.ascontiguousarray(image).reshape(1, -1)
+    end = row + 1
+    _kernel()(flat, sums[row:end], squares[row:end], lows[row:end], highs[row:end])

@@ -19,6 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import dask
+from dask.callbacks import Callback
 from dask.delayed import Delayed, delayed
 
 from normstats import fused
@@ -34,8 +35,8 @@ __all__ = ["run", "default_workers", "SCHEDULERS"]
 SCHEDULERS = ("sync", "threads", "processes")
 _FAN_IN = 8
 WORKER_DIED = ("a decoding worker process died (a decoder crash, or the system killed it for "
-               "lack of memory); run again with --local-cluster, which retries its files and "
-               "skips and names a file that kills its worker every time")
+               "lack of memory) and dask.distributed, which would retry its files, is not "
+               "installed: pip install 'normstats[distributed]' and run again")
 
 
 def default_workers() -> int:
@@ -120,16 +121,52 @@ def _run_graph(source: Source, tasks: Sequence[Task], workers: int, scheduler: A
         options["num_workers"] = workers
     with bar:
         if scheduler == "processes":
-            with _process_pool(min(workers, len(tasks))) as pool:
+            delivered = _Delivered()
+            with _process_pool(min(workers, len(tasks))) as pool, delivered:
                 try:
                     (summary,) = dask.compute(graph, pool=pool, **options)
                 except BrokenProcessPool:
-                    # The local pool cannot tell which file killed its worker; a cluster
-                    # retries and isolates it (normstats.distributed), so point there.
-                    raise NormstatsError(WORKER_DIED) from None
+                    summary = None
+            if summary is None:
+                # The local pool cannot tell which file killed its worker; a local Dask
+                # cluster retries each task and isolates a file that kills every worker.
+                remaining = [task for index, task in enumerate(tasks)
+                             if f"{TASK_PREFIX}-{index}" not in delivered.keys]
+                return delivered.summary.merge(
+                    _rerun_on_local_cluster(remaining, workers, bar))
         else:
             (summary,) = dask.compute(graph, **options)
     return summary
+
+
+class _Delivered(Callback):
+    """The read tasks a local run finished, and their merged summary, for a rerun."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[str] = set()
+        self.summary = Summary()
+
+    def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+        name = str(key[0] if isinstance(key, tuple) else key)
+        if name.startswith(TASK_PREFIX):
+            self.keys.add(name)
+            self.summary = self.summary.merge(summarize(result.records, result.skipped))
+
+
+def _rerun_on_local_cluster(tasks: Sequence[Task], workers: int, bar: ProgressBar) -> Summary:
+    """Run the unfinished ``tasks`` on a throw-away local cluster after a local worker died."""
+    try:
+        from normstats.distributed import local_cluster, run_distributed
+    except ImportError:
+        raise NormstatsError(WORKER_DIED) from None
+    print("normstats: a decoding worker process died; running again on a local Dask "
+          "cluster, which retries its files and skips a file that kills every worker",
+          file=sys.stderr)
+    # One retry is enough to tell a file that kills every worker from a one-off death.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        with local_cluster(workers) as client:
+            return run_distributed(client, tasks, bar.on_result, bar)
 
 
 def reduction_graph(tasks: Sequence[Task]) -> Delayed:

@@ -16,10 +16,10 @@ from normstats.sources import decode, remote
 _real_decode_bytes = decode.decode_bytes
 
 
-def _poisoned_decode_bytes(data: bytes, name: str, policy: decode.DecodePolicy):
+def _poisoned_decode_bytes(data: bytes, name: str, policy: decode.DecodePolicy, *rest):
     if os.path.basename(name).startswith("POISON"):
         os._exit(13)  # no exception, no cleanup: the process is simply gone
-    return _real_decode_bytes(data, name, policy)
+    return _real_decode_bytes(data, name, policy, *rest)
 
 
 def dask_setup(worker) -> None:  # noqa: ANN001 - the preload protocol of distributed

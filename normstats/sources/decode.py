@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - a dependency, but decoding must work w
 from normstats.sources.transforms import apply_transforms, parse_size
 
 __all__ = ["DecodePolicy", "MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "decode_file",
-           "decode_bytes", "channel_names_for", "DecodedImage"]
+           "decode_bytes", "channel_names_for", "DecodedImage", "Scratch"]
 
 MODES = ("RGB", "L", "RGBA", "keep")
 ALLOWED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM")
@@ -100,8 +100,35 @@ def channel_names_for(mode: str, channels: int) -> tuple[str, ...]:
     return {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}[channels]
 
 
-def decode_file(path: str, policy: DecodePolicy, name: str | None = None) -> DecodedImage:
+class Scratch:
+    """A reusable output buffer for decoding: each decode into it overwrites the last.
+
+    Decoding a 256×256 image into fresh memory costs page faults on every call; a reader
+    that reduces each image before decoding the next can hand the decoder one buffer.
+
+    Examples
+    --------
+    >>> scratch = Scratch()
+    >>> scratch.take(12).shape
+    (12,)
+    """
+
+    def __init__(self) -> None:
+        self._buffer = np.empty(0, dtype=np.uint8)
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A writable uint8 view of ``nbytes`` bytes (growing the buffer when needed)."""
+        if self._buffer.size < nbytes:
+            self._buffer = np.empty(nbytes, dtype=np.uint8)
+        return self._buffer[:nbytes]
+
+
+def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
+                scratch: Scratch | None = None) -> DecodedImage:
     """Read and decode one file to an (H, W, C) array under ``policy``.
+
+    With ``scratch``, the pixels may live in that buffer and stay valid only until the
+    next decode into it.
 
     Raises
     ------
@@ -130,16 +157,18 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None) -> Dec
         raise UnreadableInputError("permission denied", name) from None
     except OSError as error:
         raise UnreadableInputError(f"cannot read file: {error.strerror or error}", name) from None
-    return decode_bytes(data, name, policy)
+    return decode_bytes(data, name, policy, scratch)
 
 
-def decode_bytes(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
+def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
+                 scratch: Scratch | None = None) -> DecodedImage:
     """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``."""
     if not data:
         raise UnreadableInputError("zero-byte file", name)
-    fast = decode_jpeg_fast(data, policy)
+    fast = decode_jpeg_fast(data, policy, scratch)
     if fast is not None:
-        return DecodedImage(fast, channel_names_for(policy.mode, fast.shape[2]))
+        names = channel_names_for(policy.mode, fast.shape[2])
+        return DecodedImage(_transformed(fast, names, policy, name), names)
     # Pillow reads its limit from a module global: set it for this decode and put the
     # caller's value back, so compute(max_pixels=...) never changes the limit the user's own
     # Image.open calls get afterwards. (_check_size enforces the policy whatever the global.)
@@ -171,12 +200,19 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
             Image.MAX_IMAGE_PIXELS = previous_limit
     pixels = _to_array(image, data, policy.mode, name)
     names = decoded_channel_names(image.mode, policy.mode, pixels.shape[2])
-    if policy.resize is not None or policy.center_crop is not None:
-        pixels = apply_transforms(pixels, names, policy.resize, policy.center_crop, name)
-    return DecodedImage(pixels, names)
+    return DecodedImage(_transformed(pixels, names, policy, name), names)
 
 
-def decode_jpeg_fast(data: bytes, policy: DecodePolicy) -> np.ndarray | None:
+def _transformed(pixels: np.ndarray, names: tuple[str, ...], policy: DecodePolicy,
+                 name: str) -> np.ndarray:
+    """The pixels after the policy's resize and center crop (what the model sees)."""
+    if policy.resize is None and policy.center_crop is None:
+        return pixels
+    return apply_transforms(pixels, names, policy.resize, policy.center_crop, name)
+
+
+def decode_jpeg_fast(data: bytes, policy: DecodePolicy,
+                     scratch: Scratch | None = None) -> np.ndarray | None:
     """Decode a JPEG with libjpeg-turbo (simplejpeg) where the pixels equal Pillow's.
 
     Both use libjpeg-turbo with the accurate integer IDCT and fancy upsampling, which
@@ -196,7 +232,8 @@ def decode_jpeg_fast(data: bytes, policy: DecodePolicy) -> np.ndarray | None:
             gray = _simplejpeg.decode_jpeg(data, colorspace="GRAY")
             return np.repeat(gray, 3, axis=2) if policy.mode == "RGB" else gray
         if colorspace == "YCbCr" and policy.mode == "RGB":
-            return _simplejpeg.decode_jpeg(data, colorspace="RGB")
+            buffer = None if scratch is None else scratch.take(height * width * 3)
+            return _simplejpeg.decode_jpeg(data, colorspace="RGB", buffer=buffer)
     except Exception:  # noqa: BLE001 - Pillow decodes it again and names the problem
         return None
     return None

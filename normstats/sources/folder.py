@@ -30,6 +30,7 @@ from normstats.sources.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
     DecodePolicy,
+    Scratch,
     channel_names_for,
     decode_file,
 )
@@ -165,8 +166,11 @@ class FolderTask:
     def run(self) -> TaskResult:
         # 8-bit images are reduced as soon as they are decoded, while their pixels are
         # still in cache, and only their numbers are kept; the rest are reduced together.
-        rows, others, skipped = Uint8Rows() if fused.available() else None, [], []
-        for key, image in self.decoded(skipped):
+        rows = Uint8Rows(len(self.files)) if fused.available() else None
+        others, skipped = [], []
+        # Only when every 8-bit image is reduced at once may decodes share one buffer.
+        scratch = Scratch() if rows is not None else None
+        for key, image in self.decoded(skipped, scratch):
             if rows is not None and image.pixels.dtype == np.uint8:
                 rows.add(key, image.pixels, image.channel_names)
             else:
@@ -175,11 +179,16 @@ class FolderTask:
             ([records_of_images(others)] if others else [])
         return TaskResult(concat_records(parts) if parts else None, tuple(skipped))
 
-    def decoded(self, skipped: list[Skipped]) -> Iterator[tuple[str, DecodedImage]]:
-        """Decode file after file, yielding (key, image); unreadable files go to ``skipped``."""
+    def decoded(self, skipped: list[Skipped],
+                scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:
+        """Decode file after file, yielding (key, image); unreadable files go to ``skipped``.
+
+        With ``scratch``, each image is valid only until the next one is decoded.
+        """
         for entry in self.files:
             try:
-                image = decode_file(os.path.join(self.root, entry.path), self.policy, entry.path)
+                image = decode_file(os.path.join(self.root, entry.path), self.policy, entry.path,
+                                    scratch)
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise

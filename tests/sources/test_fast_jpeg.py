@@ -59,3 +59,23 @@ def test_damaged_or_oversized_jpegs_get_pillows_verdict(rng):
     data = jpeg(Image.fromarray(rng.integers(0, 256, size=(64, 64, 3), dtype=np.uint8)))
     assert decode_jpeg_fast(data[: len(data) // 2], DecodePolicy()) is None
     assert decode_jpeg_fast(data, DecodePolicy(max_pixels=100)) is None
+
+
+def test_fast_path_applies_resize_and_crop_like_pillow(rng, monkeypatch):
+    data = jpeg(Image.fromarray(rng.integers(0, 256, size=(40, 50, 3), dtype=np.uint8)))
+    policy = DecodePolicy("RGB", resize=16, center_crop=12)
+    fast = decode_bytes(data, "a.jpg", policy).pixels
+    monkeypatch.setattr(decode, "_simplejpeg", None)
+    pillow = decode_bytes(data, "a.jpg", policy).pixels
+    assert fast.shape == (12, 12, 3) and np.array_equal(fast, pillow)
+
+
+def test_scratch_buffer_gives_the_same_pixels_and_is_reused(rng):
+    scratch = decode.Scratch()
+    images = [jpeg(Image.fromarray(rng.integers(0, 256, size=(9, 7, 3), dtype=np.uint8)))
+              for _ in range(2)]
+    first = decode_bytes(images[0], "a.jpg", DecodePolicy(), scratch).pixels.copy()
+    second = decode_bytes(images[1], "b.jpg", DecodePolicy(), scratch).pixels
+    assert np.array_equal(first, decode_bytes(images[0], "a.jpg", DecodePolicy()).pixels)
+    assert np.array_equal(second, decode_bytes(images[1], "b.jpg", DecodePolicy()).pixels)
+    assert np.shares_memory(second, scratch.take(1))
