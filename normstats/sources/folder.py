@@ -41,11 +41,15 @@ __all__ = ["FileEntry", "FolderSource", "FolderTask", "walk_images"]
 #: (a numpy call costs ~14 µs); bigger ones are reduced in place, saving the copy.
 _STACK_BELOW_VALUES = 64 * 64 * 3
 
+#: At most this many files per task, so a worker's memory does not grow with tiny files
+#: (scheduling stays ~1 ms per task, under 5% of 256 decodes of 32×32 PNGs).
+_TASK_FILES = 256
+
 #: Compressed bytes per task: ~200 files of 256² JPEG, ~1,500 of 32² PNG.
 _TASK_BYTES = 4 << 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a million entries stay ~100 MB smaller
 class FileEntry:
     """One image file: its path relative to the root, size and modification time."""
 
@@ -133,13 +137,14 @@ def _stat_file(entry: os.DirEntry, rel: str, found: list, skipped: list[Skipped]
     except OSError as error:  # a dangling symlink, or a file deleted during the walk
         skipped.append(Skipped(rel, f"cannot stat file: {error.strerror or error}"))
         return
-    found.append((rel, (info.st_dev, info.st_ino), FileEntry(rel, info.st_size,
+    # one int, not a (dev, inode) tuple: ~80 bytes less per file while walking
+    found.append((rel, info.st_dev << 64 | info.st_ino, FileEntry(rel, info.st_size,
                                                              info.st_mtime_ns)))
 
 
 def _first_link_of_each_file(found: list, skipped: list[Skipped]) -> list[FileEntry]:
     files: list[FileEntry] = []
-    first_path: dict[tuple[int, int], str] = {}
+    first_path: dict[int, str] = {}
     for rel, identity, entry in sorted(found, key=lambda item: item[0]):
         if identity in first_path:
             skipped.append(Skipped(rel, f"same file as {first_path[identity]} (a hard or "
@@ -284,5 +289,6 @@ def file_task_ranges(files: tuple[FileEntry, ...], task_size: int | None,
     """
     if task_size is None:
         mean_bytes = max(1, sum(f.size for f in files) // max(1, len(files)))
-        task_size = default_task_size(len(files), workers, max(16, _TASK_BYTES // mean_bytes))
+        preferred = min(_TASK_FILES, max(16, _TASK_BYTES // mean_bytes))
+        task_size = default_task_size(len(files), workers, preferred)
     return split_evenly(len(files), task_size)
