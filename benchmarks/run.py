@@ -127,18 +127,17 @@ def make_jpeg_folder(count: int, size: int) -> list[Path]:
     return sorted(folder.glob("*.jpg"))
 
 
-def bench_folder(quick: bool) -> list[str]:
-    """A folder of 256×256 JPEGs: forum recipe, Pool of Pillow, decode-only, normstats."""
-    count = 1_000 if quick else 10_000
-    files = make_jpeg_folder(count, 256)
-    root = files[0].parent
+def compare_on_folder(title: str, root: Path, files: list[Path],
+                      with_pillow_decode: bool) -> list[str]:
+    """normstats against the folder peers on ``files``, 3 runs each, checked for agreement."""
     candidates = [
         ("normstats (2 processes)", lambda: normstats.compute(root, workers=2)),
         ("decode only, Pool(2), normstats' decoder",
          lambda: peers.pool_decode_only_normstats(files)),
-        ("decode only, Pool(2) Pillow", lambda: peers.pool_decode_only(files)),
-        ("Pool(2) Pillow + numpy", lambda: peers.pool_pillow_numpy(files)),
     ]
+    if with_pillow_decode:
+        candidates.append(("decode only, Pool(2) Pillow", lambda: peers.pool_decode_only(files)))
+    candidates.append(("Pool(2) Pillow + numpy", lambda: peers.pool_pillow_numpy(files)))
     if optional("torch"):
         candidates.append(("forum recipe (PIL + torch, 1 process)",
                            lambda: peers.forum_recipe(files)))
@@ -149,8 +148,15 @@ def bench_folder(quick: bool) -> list[str]:
         if isinstance(result, normstats.DatasetStats):
             result = normstats_triple(result)
         rows.append((name, med, low, high, difference(result, exact)))
-    return print_table(f"folder of {count} JPEGs 256×256, all statistics", rows, "images/s",
-                       count, "normstats (2 processes)")
+    return print_table(title, rows, "images/s", len(files), "normstats (2 processes)")
+
+
+def bench_folder(quick: bool) -> list[str]:
+    """A folder of 256×256 JPEGs: forum recipe, Pool of Pillow, decode-only, normstats."""
+    count = 1_000 if quick else 10_000
+    files = make_jpeg_folder(count, 256)
+    return compare_on_folder(f"folder of {count} JPEGs 256×256, all statistics",
+                             files[0].parent, files, with_pillow_decode=True)
 
 
 def make_png_folder(count: int, size: int) -> list[Path]:
@@ -174,25 +180,8 @@ def bench_png(quick: bool) -> list[str]:
     """A folder of 32×32 PNGs: per-image overhead dominates, so batching matters."""
     count = 4_000 if quick else 20_000
     files = make_png_folder(count, 32)
-    root = DATA / f"png_32_{count}"
-    candidates = [
-        ("normstats (2 processes)", lambda: normstats.compute(root, workers=2)),
-        ("decode only, Pool(2), normstats' decoder",
-         lambda: peers.pool_decode_only_normstats(files)),
-        ("Pool(2) Pillow + numpy", lambda: peers.pool_pillow_numpy(files)),
-    ]
-    if optional("torch"):
-        candidates.append(("forum recipe (PIL + torch, 1 process)",
-                           lambda: peers.forum_recipe(files)))
-    rows = []
-    exact = normstats.compute(root, workers=2)
-    for name, function in candidates:
-        med, low, high, result = measure(function, 3)
-        if isinstance(result, normstats.DatasetStats):
-            result = normstats_triple(result)
-        rows.append((name, med, low, high, difference(result, exact)))
-    return print_table(f"folder of {count} PNGs 32×32, all statistics", rows, "images/s",
-                       count, "normstats (2 processes)")
+    return compare_on_folder(f"folder of {count} PNGs 32×32, all statistics",
+                             DATA / f"png_32_{count}", files, with_pillow_decode=False)
 
 
 def bench_overhead(quick: bool) -> list[str]:
