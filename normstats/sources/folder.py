@@ -168,6 +168,16 @@ class FolderTask:
     def size(self) -> int:
         return len(self.files)
 
+    def __reduce__(self) -> tuple:
+        # Tasks travel to worker processes by (cloud)pickle, which walks FileEntry objects
+        # one by one in Python (~2 ms a task of 256 files); one string and two int arrays
+        # pickle in microseconds.
+        paths = "\0".join(f.path for f in self.files)
+        sizes = np.array([f.size for f in self.files], dtype=np.int64)
+        mtimes = np.array([f.mtime_ns for f in self.files], dtype=np.int64)
+        return _unpack_folder_task, (self.root, paths, sizes, mtimes, self.policy,
+                                     self.fail_fast)
+
     def run(self) -> TaskResult:
         # 8-bit images are reduced as soon as they are decoded, while their pixels are
         # still in cache, and only their numbers are kept; the rest are reduced together.
@@ -206,6 +216,13 @@ class FolderTask:
         skipped: list[Skipped] = []
         decoded = list(self.decoded(skipped))
         return decoded, tuple(skipped)
+
+
+def _unpack_folder_task(root: str, paths: str, sizes: np.ndarray, mtimes: np.ndarray,
+                        policy: DecodePolicy, fail_fast: bool) -> FolderTask:
+    names = paths.split("\0") if paths else []
+    files = tuple(FileEntry(p, int(z), int(m)) for p, z, m in zip(names, sizes, mtimes))
+    return FolderTask(root, files, policy, fail_fast)
 
 
 def records_of_images(decoded: list[tuple[str, DecodedImage]]) -> Records | None:
