@@ -1,6 +1,8 @@
 """Reference normalization layers: parameters + ``__call__`` + an analytic ``backward``.
 
-BatchNorm, LayerNorm, InstanceNorm and GroupNorm differ only in which axes they reduce
+This module holds the shared layer base and the layers with running statistics
+(BatchNorm, InstanceNorm); LayerNorm and GroupNorm, which normalize each sample by
+itself, live in :mod:`normstats.nn.sample_norms`. All four differ only in which axes they reduce
 over, which shape their parameters broadcast to and whether they keep running
 statistics; the arithmetic is :mod:`normstats.nn.functional`. Conventions follow
 PyTorch (see ``docs/nn.md``): ``momentum=0.1`` means
@@ -20,7 +22,7 @@ from normstats.errors import InvalidOptionError
 from normstats.nn import functional as F
 from normstats.nn.normalize import stats_vectors
 
-__all__ = ["BatchNorm", "GroupNorm", "InstanceNorm", "LayerNorm"]
+__all__ = ["BatchNorm", "InstanceNorm"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -52,7 +54,7 @@ def parse_momentum(momentum: float | None) -> float | None:
     return momentum
 
 
-class _Norm:
+class NormLayer:
     """Shared machinery: parameters, modes, the cached forward and the backward."""
 
     def __init__(
@@ -138,7 +140,7 @@ class _Norm:
         raise NotImplementedError
 
 
-class _RunningStats(_Norm):
+class _RunningStats(NormLayer):
     """Per-channel running mean and variance with PyTorch's momentum convention."""
 
     def __init__(
@@ -402,88 +404,3 @@ class InstanceNorm(_RunningStats):
         mean = cache.mean.reshape(rshape[:2]).mean(axis=0)
         var = self._running_input_var(cache.var.reshape(rshape[:2]), n).mean(axis=0)
         self._record(mean, var)
-
-
-class LayerNorm(_Norm):
-    """Layer normalization over the trailing ``normalized_shape`` axes, per sample.
-
-    No running statistics: training and evaluation are the same. With ``affine`` the
-    weight and bias have shape ``normalized_shape`` (elementwise, as in PyTorch).
-
-    Examples
-    --------
-    >>> ln = LayerNorm(2, eps=0.0, dtype=np.float64)
-    >>> ln(np.array([[1.0, 3.0], [0.0, -4.0]])).tolist()
-    [[-1.0, 1.0], [1.0, -1.0]]
-    """
-
-    def __init__(
-        self,
-        normalized_shape: int | tuple[int, ...],
-        eps: float = 1e-5,
-        affine: bool = True,
-        *,
-        dtype: Any = np.float32,
-    ) -> None:
-        shape = (
-            (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-        )
-        if not shape or min(shape) < 1:
-            raise InvalidOptionError(
-                f"normalized_shape must be positive sizes, got {normalized_shape}"
-            )
-        super().__init__(math.prod(shape), shape, affine, eps, dtype)
-        self.normalized_shape = shape
-
-    def _reduction_view(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
-        k = len(self.normalized_shape)
-        if x.shape[x.ndim - k :] != self.normalized_shape or x.ndim < k:
-            raise InvalidOptionError(
-                f"input shape {x.shape} does not end with normalized_shape {self.normalized_shape}"
-            )
-        return x, tuple(range(x.ndim - k, x.ndim))
-
-    def _param_shape(self, ndim: int) -> tuple[int, ...]:
-        return self.normalized_shape
-
-
-class GroupNorm(_Norm):
-    """Group normalization: per sample, over groups of ``num_channels // num_groups``.
-
-    Input (N, C, *spatial); it is viewed as (N, G, C/G * spatial) and normalized over
-    the last axis, then scaled per channel. ``num_groups=1`` is a LayerNorm over
-    (C, *spatial) with per-channel parameters; ``num_groups=C`` is an InstanceNorm.
-
-    Examples
-    --------
-    >>> gn = GroupNorm(1, 2, eps=0.0, dtype=np.float64)
-    >>> gn(np.array([[[1.0], [3.0]]])).ravel().tolist()
-    [-1.0, 1.0]
-    """
-
-    def __init__(
-        self,
-        num_groups: int,
-        num_channels: int,
-        eps: float = 1e-5,
-        affine: bool = True,
-        *,
-        dtype: Any = np.float32,
-    ) -> None:
-        if num_groups < 1 or num_channels % num_groups:
-            raise InvalidOptionError(
-                f"num_channels ({num_channels}) must be a positive multiple of"
-                f" num_groups ({num_groups})"
-            )
-        super().__init__(num_channels, (num_channels,), affine, eps, dtype)
-        self.num_groups = num_groups
-
-    def _reduction_view(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
-        if x.ndim < 2 or x.shape[1] != self._channels:
-            raise InvalidOptionError(
-                f"GroupNorm expects (N, {self._channels}, *spatial), got {x.shape}"
-            )
-        return x.reshape(x.shape[0], self.num_groups, -1), (2,)
-
-    def _param_shape(self, ndim: int) -> tuple[int, ...]:
-        return (1, self._channels) + (1,) * (ndim - 2)
