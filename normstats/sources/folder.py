@@ -255,7 +255,36 @@ def _stack(group: list[tuple[str, DecodedImage]]) -> np.ndarray:
     return np.stack([image.pixels for _, image in group])
 
 
-class FolderSource:
+class ListedFiles:
+    """What every source of listed image files shares: the walk, the policy, the tasks.
+
+    Subclasses list the files (`adopt`) and say how a task reads a run of them (`task`).
+    """
+
+    kind = "images"
+    scheduler = "processes"
+
+    def adopt(self, root: str, policy: DecodePolicy, fail_fast: bool, walk: WalkResult) -> None:
+        """Take the listing ``walk`` of ``root`` to be decoded under ``policy``."""
+        self.root, self.policy, self.fail_fast, self.walk = root, policy, fail_fast, walk
+        self.description = root
+        self.mode = policy.mode
+        self.channel_names = None if self.mode == "keep" else channel_names_for(self.mode, 0)
+        self.skipped = walk.skipped
+        self.ignored = walk.ignored
+
+    def task(self, files: tuple[FileEntry, ...]) -> Task:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.walk.files)
+
+    def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Task]:
+        files = self.walk.files
+        return [self.task(files[a:b]) for a, b in file_task_ranges(files, task_size, workers)]
+
+
+class FolderSource(ListedFiles):
     """Every image file under a folder, decoded under one `DecodePolicy`.
 
     Examples
@@ -268,30 +297,14 @@ class FolderSource:
     (1, ('R', 'G', 'B'))
     """
 
-    kind = "images"
-    scheduler = "processes"
-
     def __init__(self, root: str | os.PathLike, policy: DecodePolicy | None = None,
                  fail_fast: bool = False) -> None:
-        self.root = str(root)
-        if not os.path.isdir(self.root):
-            raise NormstatsError("not a folder", path=self.root)
-        self.policy = policy or DecodePolicy()
-        self.fail_fast = fail_fast
-        self.walk = walk_images(self.root)
-        self.description = self.root
-        self.mode = self.policy.mode
-        self.channel_names = None if self.mode == "keep" else channel_names_for(self.mode, 0)
-        self.skipped = self.walk.skipped
-        self.ignored = self.walk.ignored
+        if not os.path.isdir(str(root)):
+            raise NormstatsError("not a folder", path=str(root))
+        self.adopt(str(root), policy or DecodePolicy(), fail_fast, walk_images(root))
 
-    def __len__(self) -> int:
-        return len(self.walk.files)
-
-    def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Task]:
-        files = self.walk.files
-        return [FolderTask(self.root, files[a:b], self.policy, self.fail_fast)
-                for a, b in file_task_ranges(files, task_size, workers)]
+    def task(self, files: tuple[FileEntry, ...]) -> Task:
+        return FolderTask(self.root, files, self.policy, self.fail_fast)
 
 
 def file_task_ranges(files: tuple[FileEntry, ...], task_size: int | None,

@@ -27,10 +27,9 @@ from normstats.sources.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
     DecodePolicy,
-    channel_names_for,
     decode_bytes,
 )
-from normstats.sources.folder import FileEntry, WalkResult, file_task_ranges, records_of_images
+from normstats.sources.folder import FileEntry, ListedFiles, WalkResult, records_of_images
 
 __all__ = ["is_url", "local_path", "RemoteFolderSource", "RemoteFolderTask", "walk_url"]
 
@@ -159,7 +158,7 @@ def _bytes_of(contents: dict[str, Any], name: str) -> bytes:
     return data
 
 
-class RemoteFolderSource:
+class RemoteFolderSource(ListedFiles):
     """Every image file under an fsspec URL, decoded under one `DecodePolicy`.
 
     Parameters
@@ -184,29 +183,14 @@ class RemoteFolderSource:
     (1, 1)
     """
 
-    kind = "images"
-    scheduler = "processes"
-
     def __init__(self, url: str, policy: DecodePolicy | None = None, fail_fast: bool = False,
                  storage_options: dict | None = None) -> None:
-        self.root = url
-        self.policy = policy or DecodePolicy()
-        self.fail_fast = fail_fast
         self.storage_options = dict(storage_options or {})
         started = time.perf_counter()
-        self.walk = walk_url(url, self.storage_options)
+        walk = walk_url(url, self.storage_options)
         self.walk_seconds = time.perf_counter() - started
-        self.description = url
-        self.mode = self.policy.mode
-        self.channel_names = None if self.mode == "keep" else channel_names_for(self.mode, 0)
-        self.skipped = self.walk.skipped
-        self.ignored = self.walk.ignored
+        self.adopt(url, policy or DecodePolicy(), fail_fast, walk)
 
-    def __len__(self) -> int:
-        return len(self.walk.files)
-
-    def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Task]:
-        files = self.walk.files
-        return [RemoteFolderTask(self.root, files[a:b], self.policy, self.fail_fast,
-                                 self.storage_options)
-                for a, b in file_task_ranges(files, task_size, workers)]
+    def task(self, files: tuple[FileEntry, ...]) -> Task:
+        return RemoteFolderTask(self.root, files, self.policy, self.fail_fast,
+                                self.storage_options)
