@@ -55,6 +55,8 @@ def _seed_files() -> dict[str, bytes]:
         "progressive.jpg": _encode(rgb, "JPEG", progressive=True),
         "gray.jpg": _encode(rgb.convert("L"), "JPEG"),
         "rgb.png": _encode(rgb, "PNG"),
+        "gray.png": _encode(rgb.convert("L"), "PNG"),
+        "rgba.png": _encode(rgb.convert("RGBA"), "PNG"),
         "palette.png": _encode(rgb.convert("P"), "PNG"),
         "anim.gif": _encode(rgb, "GIF"),
         "lossy.webp": _encode(rgb, "WEBP"),

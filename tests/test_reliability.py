@@ -9,7 +9,6 @@ Pillow decodes from them. Rows already tested elsewhere are listed in the doc, n
 
 from __future__ import annotations
 
-import builtins
 import importlib
 import io
 import json
@@ -291,12 +290,14 @@ def test_permission_denied_is_skipped_with_its_reason(png_folder, monkeypatch):
     root, images = png_folder
     Image.new("RGB", (4, 4)).save(root / "locked.png")
 
+    real_open = os.open
+
     def guarded_open(path, *args, **kwargs):
         if str(path).endswith("locked.png"):
             raise PermissionError(13, "Permission denied", str(path))
-        return builtins.open(path, *args, **kwargs)
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(decode_module, "open", guarded_open, raising=False)
+    monkeypatch.setattr(decode_module.os, "open", guarded_open)
     stats = compute_sync(root)
     assert reasons(stats) == {"locked.png": "permission denied"}
     assert_matches_oracle(stats, images, 255)

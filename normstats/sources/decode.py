@@ -7,11 +7,17 @@ No policy clips silently: a 16-bit or float image under an 8-bit policy is refus
 with a pointer to ``--mode keep``. Only the first frame of a multi-frame file is used.
 Pillow's ``LOAD_TRUNCATED_IMAGES`` is never set, so a truncated file is an error,
 not an image padded with grey.
+
+Two fast paths skip Pillow's per-file overhead where their pixels are provably Pillow's:
+libjpeg-turbo (simplejpeg) for YCbCr and grey JPEGs, libpng (imagecodecs,
+`normstats.sources.png_fast`) for plain 8-bit PNGs. Every other file, and every file
+they are unsure of, is decoded by Pillow, which also words every error.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -26,10 +32,11 @@ try:  # libjpeg-turbo without Pillow's per-image overhead: ~2-4x faster JPEG dec
     import simplejpeg as _simplejpeg
 except ImportError:  # pragma: no cover - a dependency, but decoding must work without it
     _simplejpeg = None
+from normstats.sources.png_fast import decode_png_fast
 from normstats.sources.transforms import apply_transforms, parse_size
 
 __all__ = ["DecodePolicy", "MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "decode_file",
-           "decode_bytes", "channel_names_for", "DecodedImage", "Scratch"]
+           "decode_bytes", "read_whole_file", "channel_names_for", "DecodedImage", "Scratch"]
 
 MODES = ("RGB", "L", "RGBA", "keep")
 ALLOWED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM")
@@ -124,11 +131,12 @@ class Scratch:
 
 
 def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
-                scratch: Scratch | None = None) -> DecodedImage:
+                scratch: Scratch | None = None, size_hint: int | None = None) -> DecodedImage:
     """Read and decode one file to an (H, W, C) array under ``policy``.
 
     With ``scratch``, the pixels may live in that buffer and stay valid only until the
-    next decode into it.
+    next decode into it. ``size_hint`` (the size the folder listing saw) lets the read
+    take the whole file in one call; the file is read to its end whatever its size now.
 
     Raises
     ------
@@ -147,8 +155,7 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
     """
     name = name or path
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_whole_file(path, size_hint)
     except IsADirectoryError:
         raise UnreadableInputError("is a directory, not an image file", name) from None
     except FileNotFoundError:
@@ -160,12 +167,41 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
     return decode_bytes(data, name, policy, scratch)
 
 
+def read_whole_file(path: str, size_hint: int | None = None) -> bytes:
+    """The bytes of ``path``, read to the end with raw ``os.read`` calls.
+
+    For a folder of small files this halves the cost of reading (~4 µs instead of ~8 µs
+    a file with ``open().read()``, which builds a buffered file object and asks for the
+    size first); with the right ``size_hint`` it takes two system calls.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.bin")
+    >>> with open(path, "wb") as handle:
+    ...     _ = handle.write(b"abc")
+    >>> read_whole_file(path, size_hint=1)
+    b'abc'
+    """
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        parts, request = [], (1 << 16 if size_hint is None else size_hint + 1)
+        while part := os.read(descriptor, request):
+            parts.append(part)
+            request = max(request, 1 << 16)
+    finally:
+        os.close(descriptor)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
                  scratch: Scratch | None = None) -> DecodedImage:
     """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``."""
     if not data:
         raise UnreadableInputError("zero-byte file", name)
     fast = decode_jpeg_fast(data, policy, scratch)
+    if fast is None:
+        fast = decode_png_fast(data, policy, scratch)
     if fast is not None:
         names = channel_names_for(policy.mode, fast.shape[2])
         return DecodedImage(_transformed(fast, names, policy, name), names)

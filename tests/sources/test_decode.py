@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from normstats import InvalidOptionError, UnreadableInputError
-from normstats.sources.decode import DecodePolicy, decode_bytes
+from normstats.sources.decode import DecodePolicy, decode_bytes, read_whole_file
 
 
 def encode(image: Image.Image, fmt: str, **options) -> bytes:
@@ -88,3 +88,11 @@ def test_corrupted_png_data_block_is_an_error_not_grey_pixels():
 def test_unknown_mode_is_an_option_error():
     with pytest.raises(InvalidOptionError, match="unknown mode"):
         DecodePolicy("BGR")
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 1 << 16, (1 << 16) + 1, 300_000])
+@pytest.mark.parametrize("hint", [None, 0, 10, 1 << 16, 10**6])
+def test_read_whole_file_reads_every_byte_whatever_the_hint(tmp_path, size, hint):
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    (tmp_path / "f.bin").write_bytes(data)
+    assert read_whole_file(str(tmp_path / "f.bin"), hint) == data
