@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normstats.records import Skipped
-from normstats.sources.folder import FileEntry
+from normstats.sources.file_list import FileEntry, FileList
 
 __all__ = ["CachedFailure", "SegmentIndex", "CachePlan", "plan", "is_cacheable_failure",
            "needs_compaction"]
@@ -77,7 +77,7 @@ class CachePlan:
         Per segment name, the sorted row indices whose records are reused.
     failures : tuple of CachedFailure
         Recorded failures that still apply (same size and mtime).
-    compute : tuple of FileEntry
+    compute : FileList
         Files to decode, in walk order.
     stale : int
         Committed rows and failures that nothing reuses (changed, deleted or duplicate).
@@ -85,7 +85,7 @@ class CachePlan:
 
     reuse: tuple[tuple[str, np.ndarray], ...] = ()
     failures: tuple[CachedFailure, ...] = ()
-    compute: tuple[FileEntry, ...] = ()
+    compute: FileList = field(default_factory=lambda: FileList.of(()))
     stale: int = 0
     segments_used: frozenset[str] = field(default_factory=frozenset)
 
@@ -123,7 +123,7 @@ def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex]) -> CacheP
                     wanted.get(failure.path) == (failure.size, failure.mtime_ns):
                 taken.add(failure.path)
                 failures.append(failure)
-    compute = tuple(f for f in files if f.path not in taken)
+    compute = FileList.of(f for f in files if f.path not in taken)
     stale = sum(s.entries for s in segments) - len(taken)
     used = frozenset(name for name, _ in reuse) | _failure_segments(segments, failures)
     return CachePlan(tuple(sorted(reuse, key=lambda r: r[0])),

@@ -22,8 +22,9 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ from normstats.errors import UnreadableInputError
 from normstats.pipeline import run
 from normstats.records import Records, concat_records
 from normstats.sources.base import TaskResult
-from normstats.sources.folder import FileEntry, FolderSource
+from normstats.sources.file_list import FileEntry, FileList
+from normstats.sources.folder import FolderSource
 from normstats.summary import Summary, summarize
 
 __all__ = ["RunOutcome", "run_source", "run_cached", "SegmentWriter", "LOCK_WAIT_SECONDS",
@@ -169,7 +171,7 @@ def _reused_records(segments: list[LoadedSegment], decision: CachePlan) -> Recor
     return concat_records(parts) if parts else None
 
 
-def _restricted(source: FolderSource, files: tuple[FileEntry, ...]) -> FolderSource:
+def _restricted(source: FolderSource, files: FileList) -> FolderSource:
     """The same folder source, listing only the files left to decode."""
     rest = copy.copy(source)
     rest.walk = dataclasses.replace(source.walk, files=files, skipped=())
@@ -226,10 +228,10 @@ class SegmentWriter:
         Also receives every result (the caller's ``on_result``).
     """
 
-    def __init__(self, store: DatasetCache | None, files: tuple[FileEntry, ...],
+    def __init__(self, store: DatasetCache | None, files: Sequence[FileEntry],
                  flush_seconds: float = FLUSH_SECONDS, downstream: OnResult | None = None):
         self.store = store
-        self.entries = {f.path: f for f in files}
+        self.files = FileList.of(files)
         self.flush_seconds = flush_seconds
         self.downstream = downstream
         self.records: list[Records] = []
@@ -248,11 +250,20 @@ class SegmentWriter:
         if time.monotonic() - self._last >= self.flush_seconds:
             self.flush()
 
+    @cached_property
+    def rows(self) -> dict[str, int]:
+        """Row of each path in ``files``.
+
+        Built on first use, when results arrive from the decoding workers: they are forked
+        before it exists, so they do not each carry this per-file dict.
+        """
+        return {entry.path: row for row, entry in enumerate(self.files)}
+
     def _failures(self, result: TaskResult) -> list[CachedFailure]:
-        return [CachedFailure(s.path, self.entries[s.path].size, self.entries[s.path].mtime_ns,
-                              s.reason)
+        return [CachedFailure(s.path, int(self.files.sizes[self.rows[s.path]]),
+                              int(self.files.mtimes[self.rows[s.path]]), s.reason)
                 for s in result.skipped
-                if s.path in self.entries and is_cacheable_failure(s.reason)]
+                if s.path in self.rows and is_cacheable_failure(s.reason)]
 
     def flush(self) -> None:
         """Commit the buffered results: one segment per kind of record."""
@@ -280,9 +291,9 @@ class SegmentWriter:
     def write(self, records: Records | None, failures: tuple[CachedFailure, ...]) -> str:
         """Write one segment of ``records`` and ``failures``; return its name."""
         keys = records.keys if records is not None else ()
-        sizes = np.array([self.entries[k].size for k in keys], dtype=np.int64)
-        mtimes = np.array([self.entries[k].mtime_ns for k in keys], dtype=np.int64)
-        return self.store.write_segment(records, sizes, mtimes, failures)
+        rows = np.array([self.rows[k] for k in keys], dtype=np.intp)
+        return self.store.write_segment(records, self.files.sizes[rows],
+                                        self.files.mtimes[rows], failures)
 
     @property
     def has_pending(self) -> bool:

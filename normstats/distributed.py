@@ -352,8 +352,8 @@ class _ClusterRun:
         log.info("normstats: a task of %d files killed its workers; retrying them one by "
                  "one", len(files))
         self.times.split += len(files) > 1
-        self.suspects.extend((dataclasses.replace(task, files=(entry,)), f"{label}.{index}")
-                             for index, entry in enumerate(files))
+        self.suspects.extend((dataclasses.replace(task, files=files[index:index + 1]),
+                              f"{label}.{index}") for index in range(len(files)))
         return Summary()
 
     def _skip_crashed(self, path: str, error: BaseException) -> Summary:

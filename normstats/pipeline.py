@@ -178,8 +178,8 @@ def reduction_graph(tasks: Sequence[Task], keep_records: bool = True) -> Delayed
     records never travel from the workers to the client and back.
     """
     read = _read if keep_records else _read_summary
-    # traverse=False: dask would otherwise walk every FileEntry of every task looking
-    # for nested collections (0.4 s per 4,000 files).
+    # traverse=False: dask would otherwise unpack every task (a dataclass) field by field
+    # looking for nested collections (0.4 s per 4,000 files when files were tuples).
     level = [delayed(read, pure=False)(delayed(task, traverse=False, name=f"normstats-task-{i}"),
                                        dask_key_name=f"{TASK_PREFIX}-{i}")
              for i, task in enumerate(tasks)]

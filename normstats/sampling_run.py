@@ -73,7 +73,7 @@ class SampleSource:
 
     def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Any]:
         if isinstance(self.inner, FolderSource):
-            files = tuple(self.inner.walk.files[int(i)] for i in self.indices)
+            files = self.inner.walk.files.take(self.indices)
             subset = copy.copy(self.inner)
             subset.walk = dataclasses.replace(self.inner.walk, files=files)
             return subset.tasks(task_size, workers)

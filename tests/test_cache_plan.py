@@ -27,7 +27,7 @@ def segment(name: str, entries: list[tuple[str, int, int]],
 def test_empty_cache_computes_everything():
     files = [FileEntry("a", 1, 1), FileEntry("b", 2, 2)]
     decision = plan(files, [])
-    assert decision.compute == tuple(files)
+    assert list(decision.compute) == files
     assert decision.cached == 0 and decision.stale == 0 and not decision.reuse
 
 

@@ -450,10 +450,10 @@ def test_a_local_worker_killed_once_costs_a_rerun_not_the_run(png_folder, monkey
     root, images = png_folder
     parent, real = os.getpid(), folder_module.decode_file
 
-    def poisoned(path, policy, name=None, scratch=None):
+    def poisoned(path, policy, name=None, scratch=None, **options):
         if path.endswith("013.png") and os.getpid() != parent:
             os.kill(os.getpid(), 9)
-        return real(path, policy, name, scratch)
+        return real(path, policy, name, scratch, **options)
 
     monkeypatch.setattr(folder_module, "decode_file", poisoned)
     stats = normstats.compute(root, workers=2, task_size=4, scheduler="processes", cache=False)

@@ -10,7 +10,8 @@ detected from content against an allow-list.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from normstats import fused
 from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.heap import release_free_memory
 from normstats.records import (
     Records,
     Skipped,
@@ -34,8 +36,9 @@ from normstats.sources.decode import (
     channel_names_for,
     decode_file,
 )
+from normstats.sources.file_list import FileEntry, FileList
 
-__all__ = ["FileEntry", "FolderSource", "FolderTask", "walk_images"]
+__all__ = ["FileEntry", "FileList", "FolderSource", "FolderTask", "walk_images"]
 
 #: Images with fewer values are stacked so one vectorised call serves many of them
 #: (a numpy call costs ~14 µs); bigger ones are reduced in place, saving the copy.
@@ -48,23 +51,22 @@ _TASK_FILES = 256
 #: Compressed bytes per task: ~200 files of 256² JPEG, ~1,500 of 32² PNG.
 _TASK_BYTES = 4 << 20
 
-
-@dataclass(frozen=True, slots=True)  # slots: a million entries stay ~100 MB smaller
-class FileEntry:
-    """One image file: its path relative to the root, size and modification time."""
-
-    path: str
-    size: int
-    mtime_ns: int
+_INT64 = np.iinfo(np.int64)
 
 
 @dataclass(frozen=True)
 class WalkResult:
-    """Files to decode, duplicates skipped, and how many non-image files were ignored."""
+    """Files to decode, duplicates skipped, and how many non-image files were ignored.
 
-    files: tuple[FileEntry, ...]
+    ``files`` may be given as any sequence of `FileEntry`; it is kept as a `FileList`.
+    """
+
+    files: FileList
     skipped: tuple[Skipped, ...]
     ignored: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", FileList.of(self.files))
 
 
 def walk_images(root: str | os.PathLike) -> WalkResult:
@@ -83,7 +85,7 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
     """
     root = Path(root)
     prefix = len(os.path.join(str(root), ""))  # entry.path[prefix:] is the relative path
-    found: list[tuple[str, tuple[int, int], FileEntry]] = []
+    found = _Found()
     skipped: list[Skipped] = []
     seen_dirs: set[tuple[int, int]] = set()
     ignored = 0
@@ -109,9 +111,13 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
             else:
                 _stat_file(entry, rel, found, skipped)
         pending.extend(reversed(subfolders))
-    files = _first_link_of_each_file(found, skipped)
+    files = found.first_link_of_each_file(skipped)
+    del found
+    # The walk's temporaries (path strings, sort keys, index arrays) would otherwise stay
+    # resident, here and in every decoding worker forked later.
+    release_free_memory()
     skipped.sort(key=lambda s: s.path)
-    return WalkResult(tuple(files), tuple(skipped), ignored)
+    return WalkResult(files, tuple(skipped), ignored)
 
 
 def _scan(directory: Path, root: Path, skipped: list[Skipped]) -> list[os.DirEntry]:
@@ -131,52 +137,90 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def _stat_file(entry: os.DirEntry, rel: str, found: list, skipped: list[Skipped]) -> None:
+def _stat_file(entry: os.DirEntry, rel: str, found: _Found, skipped: list[Skipped]) -> None:
     try:
-        info = entry.stat(follow_symlinks=True)
+        info = os.stat(entry.path)  # not entry.stat(): that keeps the result in the entry
     except OSError as error:  # a dangling symlink, or a file deleted during the walk
         skipped.append(Skipped(rel, f"cannot stat file: {error.strerror or error}"))
         return
-    # one int, not a (dev, inode) tuple: ~80 bytes less per file while walking
-    found.append((rel, info.st_dev << 64 | info.st_ino, FileEntry(rel, info.st_size,
-                                                             info.st_mtime_ns)))
+    found.add(rel, info)
 
 
-def _first_link_of_each_file(found: list, skipped: list[Skipped]) -> list[FileEntry]:
-    files: list[FileEntry] = []
-    first_path: dict[int, str] = {}
-    for rel, identity, entry in sorted(found, key=lambda item: item[0]):
-        if identity in first_path:
-            skipped.append(Skipped(rel, f"same file as {first_path[identity]} (a hard or "
-                                        "symbolic link); counted once"))
-            continue
-        first_path[identity] = rel
-        files.append(entry)
-    return files
+class _Found:
+    """The files a walk has found, as columns: a path string and four machine integers
+    a file, not a tuple, a `FileEntry` and their int objects (~300 bytes more a file).
+    """
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.devices, self.inodes = array("Q"), array("Q")
+        self.sizes, self.mtimes = array("q"), array("q")
+
+    def add(self, rel: str, info: os.stat_result) -> None:
+        self.paths.append(rel)
+        self.devices.append(info.st_dev)
+        self.inodes.append(info.st_ino)
+        self.sizes.append(info.st_size)
+        try:
+            self.mtimes.append(info.st_mtime_ns)
+        except OverflowError:  # dated before 1677 or after 2262: saturate, it only keys caches
+            self.mtimes.append(_INT64.max if info.st_mtime_ns > 0 else _INT64.min)
+
+    def first_link_of_each_file(self, skipped: list[Skipped]) -> FileList:
+        """The files sorted by path, each physical file once: at its first path in that
+        order; its other paths go to ``skipped``.
+        """
+        paths = self.paths
+        order = np.array(sorted(range(len(paths)), key=paths.__getitem__), dtype=np.intp)
+        first = _first_of_each_identity(np.frombuffer(self.devices, np.uint64)[order],
+                                        np.frombuffer(self.inodes, np.uint64)[order])
+        is_first = first == np.arange(len(order))
+        for position in np.flatnonzero(~is_first).tolist():
+            skipped.append(Skipped(paths[order[position]],
+                                   f"same file as {paths[order[first[position]]]} (a hard "
+                                   "or symbolic link); counted once"))
+        kept = order[is_first]
+        return FileList.from_columns([paths[i] for i in kept.tolist()],
+                                     np.frombuffer(self.sizes, np.int64)[kept],
+                                     np.frombuffer(self.mtimes, np.int64)[kept])
+
+
+def _first_of_each_identity(devices: np.ndarray, inodes: np.ndarray) -> np.ndarray:
+    """For each file, the position of the first file with its (device, inode).
+
+    Examples
+    --------
+    >>> _first_of_each_identity(np.array([1, 1, 1], np.uint64), np.array([7, 8, 7], np.uint64))
+    array([0, 1, 0])
+    """
+    if not len(devices):
+        return np.zeros(0, np.intp)
+    # return_index sorts stably, so it gives each identity's first position
+    _, first, inverse = np.unique(np.stack([devices, inodes], axis=1), axis=0,
+                                  return_index=True, return_inverse=True)
+    return first[inverse.reshape(-1)]
 
 
 @dataclass(frozen=True)
 class FolderTask:
-    """Decode a run of files and return their per-image records."""
+    """Decode a run of files and return their per-image records.
+
+    ``files`` may be given as any sequence of `FileEntry`; it is kept as a `FileList`,
+    which (cloud)pickles as four buffers in microseconds where a tuple of entries took
+    ~2 ms a task of 256 files (tasks travel to worker processes by pickle).
+    """
 
     root: str
-    files: tuple[FileEntry, ...]
+    files: FileList
     policy: DecodePolicy
     fail_fast: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", FileList.of(self.files))
 
     @property
     def size(self) -> int:
         return len(self.files)
-
-    def __reduce__(self) -> tuple:
-        # Tasks travel to worker processes by (cloud)pickle, which walks FileEntry objects
-        # one by one in Python (~2 ms a task of 256 files); one string and two int arrays
-        # pickle in microseconds.
-        paths = "\0".join(f.path for f in self.files)
-        sizes = np.array([f.size for f in self.files], dtype=np.int64)
-        mtimes = np.array([f.mtime_ns for f in self.files], dtype=np.int64)
-        return _unpack_folder_task, (self.root, paths, sizes, mtimes, self.policy,
-                                     self.fail_fast)
 
     def run(self) -> TaskResult:
         # 8-bit images are reduced as soon as they are decoded, while their pixels are
@@ -203,7 +247,7 @@ class FolderTask:
         for entry in self.files:
             try:
                 image = decode_file(os.path.join(self.root, entry.path), self.policy, entry.path,
-                                    scratch)
+                                    scratch, size_hint=entry.size)
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise
@@ -216,13 +260,6 @@ class FolderTask:
         skipped: list[Skipped] = []
         decoded = list(self.decoded(skipped))
         return decoded, tuple(skipped)
-
-
-def _unpack_folder_task(root: str, paths: str, sizes: np.ndarray, mtimes: np.ndarray,
-                        policy: DecodePolicy, fail_fast: bool) -> FolderTask:
-    names = paths.split("\0") if paths else []
-    files = tuple(FileEntry(p, int(z), int(m)) for p, z, m in zip(names, sizes, mtimes))
-    return FolderTask(root, files, policy, fail_fast)
 
 
 def records_of_images(decoded: list[tuple[str, DecodedImage]]) -> Records | None:
@@ -273,7 +310,7 @@ class ListedFiles:
         self.skipped = walk.skipped
         self.ignored = walk.ignored
 
-    def task(self, files: tuple[FileEntry, ...]) -> Task:
+    def task(self, files: FileList) -> Task:
         raise NotImplementedError
 
     def __len__(self) -> int:
@@ -303,22 +340,23 @@ class FolderSource(ListedFiles):
             raise NormstatsError("not a folder", path=str(root))
         self.adopt(str(root), policy or DecodePolicy(), fail_fast, walk_images(root))
 
-    def task(self, files: tuple[FileEntry, ...]) -> Task:
+    def task(self, files: FileList) -> Task:
         return FolderTask(self.root, files, self.policy, self.fail_fast)
 
 
-def file_task_ranges(files: tuple[FileEntry, ...], task_size: int | None,
+def file_task_ranges(files: Sequence[FileEntry], task_size: int | None,
                      workers: int) -> list[tuple[int, int]]:
     """Consecutive runs of files for tasks: ``task_size`` each, or ~4 MB of files.
 
     Examples
     --------
-    >>> files = tuple(FileEntry(str(i), 1 << 20, 0) for i in range(100))
+    >>> files = FileList.of(FileEntry(str(i), 1 << 20, 0) for i in range(100))
     >>> file_task_ranges(files, None, workers=2)[:2]
     [(0, 5), (5, 10)]
     """
     if task_size is None:
-        mean_bytes = max(1, sum(f.size for f in files) // max(1, len(files)))
+        total = int(FileList.of(files).sizes.sum())
+        mean_bytes = max(1, total // max(1, len(files)))
         preferred = min(_TASK_FILES, max(16, _TASK_BYTES // mean_bytes))
         task_size = default_task_size(len(files), workers, preferred)
     return split_evenly(len(files), task_size)

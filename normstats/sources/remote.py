@@ -29,7 +29,8 @@ from normstats.sources.decode import (
     DecodePolicy,
     decode_bytes,
 )
-from normstats.sources.folder import FileEntry, ListedFiles, WalkResult, records_of_images
+from normstats.sources.file_list import FileEntry, FileList
+from normstats.sources.folder import ListedFiles, WalkResult, records_of_images
 
 __all__ = ["is_url", "local_path", "RemoteFolderSource", "RemoteFolderTask", "walk_url"]
 
@@ -95,7 +96,7 @@ def walk_url(url: str, storage_options: dict | None = None) -> WalkResult:
         else:
             files.append(FileEntry(rel, int(info.get("size") or 0), _mtime_ns(info)))
     files.sort(key=lambda f: f.path)
-    return WalkResult(tuple(files), (), ignored)
+    return WalkResult(FileList.of(files), (), ignored)
 
 
 def _mtime_ns(info: dict) -> int:
@@ -111,13 +112,20 @@ def _mtime_ns(info: dict) -> int:
 
 @dataclass(frozen=True)
 class RemoteFolderTask:
-    """Read a run of files through fsspec and return their per-image records."""
+    """Read a run of files through fsspec and return their per-image records.
+
+    ``files`` may be given as any sequence of `FileEntry`; it is kept as a `FileList`
+    (compact in memory and in pickles).
+    """
 
     url: str
-    files: tuple[FileEntry, ...]
+    files: FileList
     policy: DecodePolicy
     fail_fast: bool = False
     storage_options: dict = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", FileList.of(self.files))
 
     @property
     def size(self) -> int:
@@ -191,6 +199,6 @@ class RemoteFolderSource(ListedFiles):
         self.walk_seconds = time.perf_counter() - started
         self.adopt(url, policy or DecodePolicy(), fail_fast, walk)
 
-    def task(self, files: tuple[FileEntry, ...]) -> Task:
+    def task(self, files: FileList) -> Task:
         return RemoteFolderTask(self.root, files, self.policy, self.fail_fast,
                                 self.storage_options)

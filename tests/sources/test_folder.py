@@ -1,6 +1,8 @@
 """Folders of image files: the oracle is Pillow's own decode of each file."""
 
+import gc
 import os
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -155,3 +157,48 @@ def test_folder_source_reports_ignored_files_and_its_channels(png_folder):
 def test_a_missing_path_is_a_clear_error(tmp_path):
     with pytest.raises(normstats.NormstatsError, match="no such file or folder"):
         normstats.compute(tmp_path / "nope")
+
+
+def retained_bytes_of_a_walk(root: Path) -> tuple[int, object]:
+    """Bytes of Python and numpy allocations a walk's result keeps alive (tracemalloc)."""
+    gc.collect()  # a full collection also empties the free lists of tuples, floats, ...
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        walk = walk_images(root)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before, walk
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_walk_keeps_a_few_bytes_a_file_beyond_its_paths(tmp_path):
+    # A tuple of FileEntry objects kept ~170 bytes a file beyond the path characters
+    # (entry, path string, int objects); the columns keep 24. The slope between two
+    # sizes cancels whatever a walk keeps once (caches, the result's own objects).
+    def write(start: int, stop: int) -> None:
+        for i in range(start, stop):
+            folder = tmp_path / f"d{i % 4}"
+            folder.mkdir(exist_ok=True)
+            (folder / f"{i:06d}.png").touch()  # 14-character relative paths
+
+    write(0, 1000)
+    small, _ = retained_bytes_of_a_walk(tmp_path)
+    write(1000, 4000)
+    large, walk = retained_bytes_of_a_walk(tmp_path)
+    assert len(walk.files) == 4000 and walk.files[-1].path == "d3/003999.png"
+    per_file = (large - small) / 3000
+    assert per_file < 14 + 40, per_file
+
+
+def test_a_file_dated_beyond_2262_is_listed_with_a_saturated_mtime(png_folder):
+    root, images = png_folder
+    far = next(root.rglob("*.png"))
+    os.utime(far, ns=(0, 10**19))  # year 2286: more nanoseconds than an int64 holds
+    if far.stat().st_mtime_ns <= np.iinfo(np.int64).max:
+        pytest.skip("this filesystem cannot store a date after 2262")
+    walk = walk_images(root)
+    assert len(walk.files) == len(images)
+    (entry,) = [f for f in walk.files if f.path == far.relative_to(root).as_posix()]
+    assert entry.mtime_ns == np.iinfo(np.int64).max
+    assert_matches_oracle(normstats.compute(root, workers=2), images, 255)
