@@ -127,16 +127,14 @@ def make_jpeg_folder(count: int, size: int) -> list[Path]:
     return sorted(folder.glob("*.jpg"))
 
 
-def compare_on_folder(title: str, root: Path, files: list[Path],
-                      with_pillow_decode: bool) -> list[str]:
+def compare_on_folder(title: str, root: Path, files: list[Path]) -> list[str]:
     """normstats against the folder peers on ``files``, 3 runs each, checked for agreement."""
     candidates = [
         ("normstats (2 processes)", lambda: normstats.compute(root, workers=2)),
         ("decode only, Pool(2), normstats' decoder",
          lambda: peers.pool_decode_only_normstats(files)),
     ]
-    if with_pillow_decode:
-        candidates.append(("decode only, Pool(2) Pillow", lambda: peers.pool_decode_only(files)))
+    candidates.append(("decode only, Pool(2) Pillow", lambda: peers.pool_decode_only(files)))
     candidates.append(("Pool(2) Pillow + numpy", lambda: peers.pool_pillow_numpy(files)))
     if optional("torch"):
         candidates.append(("forum recipe (PIL + torch, 1 process)",
@@ -156,7 +154,7 @@ def bench_folder(quick: bool) -> list[str]:
     count = 1_000 if quick else 10_000
     files = make_jpeg_folder(count, 256)
     return compare_on_folder(f"folder of {count} JPEGs 256×256, all statistics",
-                             files[0].parent, files, with_pillow_decode=True)
+                             files[0].parent, files)
 
 
 def make_png_folder(count: int, size: int) -> list[Path]:
@@ -181,11 +179,17 @@ def bench_png(quick: bool) -> list[str]:
     count = 4_000 if quick else 20_000
     files = make_png_folder(count, 32)
     return compare_on_folder(f"folder of {count} PNGs 32×32, all statistics",
-                             DATA / f"png_32_{count}", files, with_pillow_decode=False)
+                             DATA / f"png_32_{count}", files)
+
+
+def _run_task(task) -> object:
+    return task.run()
 
 
 def bench_overhead(quick: bool) -> list[str]:
-    """Per-image cost of statistics and of Dask scheduling, one process, small PNGs."""
+    """Per-image cost of statistics, walking and Dask scheduling, for small PNGs."""
+    from multiprocessing import get_context
+
     from normstats.sources.decode import DecodePolicy, decode_file
     from normstats.sources.folder import FolderSource
 
@@ -194,6 +198,7 @@ def bench_overhead(quick: bool) -> list[str]:
     root = DATA / f"png_32_{count}"
     source = FolderSource(root)
     policy = DecodePolicy("RGB")
+    tasks = source.tasks(workers=2)
 
     def decode_only() -> None:
         for path in files:
@@ -203,19 +208,29 @@ def bench_overhead(quick: bool) -> list[str]:
         for task in source.tasks(workers=1):
             task.run()
 
-    rows = [(name, *measure(function, 3)[:3]) for name, function in (
+    def tasks_on_bare_pool() -> None:
+        with get_context("fork").Pool(2) as pool:
+            pool.map(_run_task, tasks, chunksize=1)
+
+    rows = [(name, *measure(function, 5)[:3]) for name, function in (
+        ("walking the folder (listing, sorting, links)", lambda: FolderSource(root)),
         ("decode only (loop over decode_file)", decode_only),
         ("decode + records (the tasks, no Dask)", tasks_directly),
         ("normstats.compute, 1 worker, sync scheduler",
-         lambda: normstats.compute(root, workers=1, scheduler="sync")))]
-    decode, tasks, full = (row[1] for row in rows)
-    lines = [f"### Per-image overhead, {count} PNGs 32×32, one process", "",
+         lambda: normstats.compute(root, workers=1, scheduler="sync")),
+        ("the same tasks on a bare Pool(2), no Dask", tasks_on_bare_pool),
+        ("normstats.compute, 2 processes", lambda: normstats.compute(root, workers=2)))]
+    walk, decode, direct, sync, pool, parallel = (row[1] for row in rows)
+    lines = [f"### Per-image overhead, {count} PNGs 32×32", "",
              "| stage | median s | spread s | µs per image |", "|---|---|---|---|"]
     lines += [f"| {name} | {med:.3f} | {low:.3f}–{high:.3f} | {med / count * 1e6:.0f} |"
               for name, med, low, high in rows]
-    lines += ["", f"statistics add {(tasks - decode) / count * 1e6:.1f} µs per image "
-                  f"({(tasks - decode) / decode:.1%} of decoding); walking, planning and "
-                  f"Dask scheduling add {(full - tasks) / full:.1%} of the run", ""]
+    lines += ["", f"statistics add {(direct - decode) / count * 1e6:.1f} µs per image "
+                  f"({(direct - decode) / decode:.1%} of decoding); walking is "
+                  f"{walk / sync:.1%} of the one-process run and planning, Dask and "
+                  f"task summaries {(sync - walk - direct) / sync:.1%}; with 2 processes, "
+                  f"walking is {walk / parallel:.1%} and planning plus Dask over a bare "
+                  f"pool of the same tasks {(parallel - walk - pool) / parallel:.1%}", ""]
     print("\n".join(lines), flush=True)
     return lines
 
@@ -266,7 +281,8 @@ def script_section(script: str, full: tuple[str, ...] = (),
 
 def machine() -> list[str]:
     versions = []
-    for module in ("numpy", "dask", "zarr", "PIL", "torch", "sklearn"):
+    for module in ("numpy", "dask", "zarr", "PIL", "numba", "simplejpeg", "imagecodecs", "torch",
+                   "sklearn"):
         try:
             versions.append(f"{module} {importlib.import_module(module).__version__}")
         except ImportError:
