@@ -38,7 +38,7 @@ from normstats.sources.decode import (
 )
 from normstats.sources.file_list import FileEntry, FileList
 
-__all__ = ["FileEntry", "FileList", "FolderSource", "FolderTask", "walk_images"]
+__all__ = ["FileEntry", "FileList", "FolderSource", "FolderTask", "ListedTask", "walk_images"]
 
 #: Images with fewer values are stacked so one vectorised call serves many of them
 #: (a numpy call costs ~14 µs); bigger ones are reduced in place, saving the copy.
@@ -201,19 +201,16 @@ def _first_of_each_identity(devices: np.ndarray, inodes: np.ndarray) -> np.ndarr
     return first[inverse.reshape(-1)]
 
 
-@dataclass(frozen=True)
-class FolderTask:
-    """Decode a run of files and return their per-image records.
+class ListedTask:
+    """What the tasks of listed files share: ``files`` kept as a `FileList`, and its size.
 
-    ``files`` may be given as any sequence of `FileEntry`; it is kept as a `FileList`,
-    which (cloud)pickles as four buffers in microseconds where a tuple of entries took
-    ~2 ms a task of 256 files (tasks travel to worker processes by pickle).
+    Subclasses are frozen dataclasses with a ``files`` field that may be given as any
+    sequence of `FileEntry`; a `FileList` (cloud)pickles as four buffers in microseconds
+    where a tuple of entries took ~2 ms a task of 256 files (tasks travel to worker
+    processes by pickle).
     """
 
-    root: str
     files: FileList
-    policy: DecodePolicy
-    fail_fast: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "files", FileList.of(self.files))
@@ -221,6 +218,16 @@ class FolderTask:
     @property
     def size(self) -> int:
         return len(self.files)
+
+
+@dataclass(frozen=True)
+class FolderTask(ListedTask):
+    """Decode a run of files and return their per-image records."""
+
+    root: str
+    files: FileList
+    policy: DecodePolicy
+    fail_fast: bool = False
 
     def run(self) -> TaskResult:
         # 8-bit images are reduced as soon as they are decoded, while their pixels are

@@ -88,7 +88,7 @@ def _gray_alpha_to_rgba(pixels: np.ndarray) -> np.ndarray:
 _CONVERSIONS: dict[tuple[int, str], Callable[[np.ndarray], np.ndarray]] = {
     (1, "L"): _identity, (1, "keep"): _identity, (1, "RGB"): _gray_to_rgb,
     (1, "RGBA"): lambda p: _with_opaque_alpha(_gray_to_rgb(p)),
-    (2, "keep"): _identity, (2, "L"): lambda p: p[:, :, :1].copy(),
+    (2, "keep"): _identity, (2, "L"): lambda p: p[:, :, :1],
     (2, "RGB"): _gray_to_rgb, (2, "RGBA"): _gray_alpha_to_rgba,
     (3, "RGB"): _identity, (3, "keep"): _identity, (3, "RGBA"): _with_opaque_alpha,
     (4, "RGBA"): _identity, (4, "keep"): _identity, (4, "RGB"): lambda p: p[:, :, :3],

@@ -30,7 +30,7 @@ from normstats.sources.decode import (
     decode_bytes,
 )
 from normstats.sources.file_list import FileEntry, FileList
-from normstats.sources.folder import ListedFiles, WalkResult, records_of_images
+from normstats.sources.folder import ListedFiles, ListedTask, WalkResult, records_of_images
 
 __all__ = ["is_url", "local_path", "RemoteFolderSource", "RemoteFolderTask", "walk_url"]
 
@@ -111,11 +111,10 @@ def _mtime_ns(info: dict) -> int:
 
 
 @dataclass(frozen=True)
-class RemoteFolderTask:
+class RemoteFolderTask(ListedTask):
     """Read a run of files through fsspec and return their per-image records.
 
-    ``files`` may be given as any sequence of `FileEntry`; it is kept as a `FileList`
-    (compact in memory and in pickles).
+    ``files`` may be given as any sequence of `FileEntry` (see `ListedTask`).
     """
 
     url: str
@@ -123,13 +122,6 @@ class RemoteFolderTask:
     policy: DecodePolicy
     fail_fast: bool = False
     storage_options: dict = field(default_factory=dict, hash=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "files", FileList.of(self.files))
-
-    @property
-    def size(self) -> int:
-        return len(self.files)
 
     def run(self) -> TaskResult:
         contents = self._read_all()
