@@ -3,6 +3,7 @@
 Layout of a cache directory (see ``docs/cache.md``)::
 
     <cache>/<name>-<mode>-<hash>/      zarr group; attributes say which root and policy
+        normstats-group.json           says "this folder is a normstats cache group"
         lock                           flock'ed by the run that may write
         segments/<segment>/            zarr group: one array per record field, one chunk each
         markers/<segment>.json         completion marker, written after the data
@@ -35,11 +36,14 @@ from normstats.cache_plan import CachedFailure, SegmentIndex
 from normstats.records import FloatRecords, IntegerRecords, Records
 from normstats.sources.decode import DecodePolicy
 
-__all__ = ["CACHE_ENV", "FORMAT", "DatasetCache", "LoadedSegment", "default_cache_dir",
-           "resolve_cache_dir", "cache_enabled_by_default", "group_identity"]
+__all__ = ["CACHE_ENV", "FORMAT", "GROUP_MARKER", "read_group_marker", "DatasetCache",
+           "LoadedSegment", "default_cache_dir", "resolve_cache_dir", "cache_enabled_by_default",
+           "group_identity"]
 
 CACHE_ENV = "NORMSTATS_CACHE"
 FORMAT = 1
+GROUP_MARKER = "normstats-group.json"
+_GROUP_MARKER_CONTENT = {"normstats": "cache-group", "format": FORMAT}
 _OFF = ("0", "off", "false", "no", "none")
 _FIELDS = {"IntegerRecords": ("pixels", "minimum", "maximum", "sums", "sums_sq"),
            "FloatRecords": ("pixels", "minimum", "maximum", "means", "residuals", "m2s")}
@@ -88,6 +92,27 @@ def resolve_cache_dir(cache: str | os.PathLike | bool | None) -> Path | None:
         env = os.environ.get(CACHE_ENV, "").strip()
         return Path(env).expanduser() if env and env.lower() not in _OFF else None
     return Path(os.fspath(cache)).expanduser()
+
+
+def read_group_marker(path: Path) -> dict | None:
+    """The group marker of a cache group folder, or None if ``path`` holds none.
+
+    Only folders carrying this file (or normstats' identity in their ``zarr.json``) are
+    cache groups: `cache clear` removes nothing else.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> read_group_marker(Path(tempfile.mkdtemp())) is None
+    True
+    """
+    try:
+        marker = json.loads((Path(path) / GROUP_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("normstats") != "cache-group":
+        return None
+    return marker
 
 
 def group_identity(root: str, policy: DecodePolicy) -> dict:
@@ -142,10 +167,11 @@ class DatasetCache:
         return cache
 
     def ensure_metadata(self) -> None:
-        """(Re)write the group's zarr.json files if they are missing or damaged."""
+        """(Re)write the group's zarr.json files and marker if they are missing or damaged."""
         group = {"zarr_format": 3, "node_type": "group",
                  "attributes": {"normstats": self.identity}}
-        for path, wanted in ((self.path / "zarr.json", group),
+        for path, wanted in ((self.path / GROUP_MARKER, _GROUP_MARKER_CONTENT),
+                             (self.path / "zarr.json", group),
                              (self.segments_dir / "zarr.json",
                               {"zarr_format": 3, "node_type": "group", "attributes": {}})):
             try:

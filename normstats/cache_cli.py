@@ -45,13 +45,23 @@ class GroupInfo:
 
 
 def group_info(path: Path) -> GroupInfo | None:
-    """The `GroupInfo` of a cache group folder, or None if ``path`` is not one."""
+    """The `GroupInfo` of a cache group folder, or None if ``path`` is not one.
+
+    A folder is a group only when normstats' own metadata says so (a ``zarr.json`` whose
+    attributes carry normstats' identity, or the group marker file): never by the names
+    of the folders inside it, so a dataset folder holding a ``markers/`` class is not one.
+    Callers pass only direct children of the cache directory (see `find_groups`).
+    """
+    from normstats.cache import read_group_marker
+
     try:
         identity = json.loads((path / "zarr.json").read_text())["attributes"]["normstats"]
+        if not isinstance(identity, dict) or not isinstance(identity.get("format"), int):
+            raise TypeError("not normstats' metadata")
     except (OSError, ValueError, KeyError, TypeError):
-        if not (path / "markers").is_dir():
+        if read_group_marker(path) is None:
             return None
-        identity = {}  # damaged metadata: still a group, still listed and clearable
+        identity = {}  # damaged metadata of our own group: still listed and clearable
     images = failures = segments = 0
     updated = 0.0
     for marker in (path / "markers").glob("*.json"):
@@ -62,13 +72,16 @@ def group_info(path: Path) -> GroupInfo | None:
             updated = max(updated, marker.stat().st_mtime)
         except (OSError, ValueError, KeyError, TypeError):
             continue
-    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
     return GroupInfo(path, identity, images, failures, segments, size, updated)
 
 
 def find_groups(cache_dir: Path, target: str | None = None) -> list[GroupInfo]:
-    """Every group under ``cache_dir``; with ``target``, the group folder it names or the
-    groups of the dataset folder it names.
+    """Every group under ``cache_dir``; with ``target``, the group folder it names (only a
+    direct child of ``cache_dir``) or the groups of the dataset folder it names.
+
+    Nothing outside ``cache_dir`` is ever taken for a group, so `cache clear` cannot
+    remove a user's folder whatever it contains.
 
     Examples
     --------
@@ -76,19 +89,16 @@ def find_groups(cache_dir: Path, target: str | None = None) -> list[GroupInfo]:
     >>> find_groups(pathlib.Path(tempfile.mkdtemp()))
     []
     """
-    if target is not None:
-        own = group_info(Path(target))
-        if own is not None:
-            return [own]
     try:
-        folders = sorted(p for p in cache_dir.iterdir() if p.is_dir())
+        folders = sorted(p for p in cache_dir.iterdir() if p.is_dir() and not p.is_symlink())
     except OSError:
         return []
     groups = [info for info in map(group_info, folders) if info is not None]
-    if target is not None:
-        root = os.path.realpath(target)
-        groups = [g for g in groups if g.root == root]
-    return groups
+    if target is None:
+        return groups
+    named = os.path.realpath(target)
+    own = [g for g in groups if os.path.realpath(g.path) == named]
+    return own or [g for g in groups if g.root == named]
 
 
 def _size(count: int) -> str:

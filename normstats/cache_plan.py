@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from normstats.errors import is_transient_reason
 from normstats.records import Skipped
 from normstats.sources.file_list import FileEntry, FileList
 
@@ -21,11 +22,6 @@ __all__ = ["CachedFailure", "SegmentIndex", "CachePlan", "plan", "is_cacheable_f
            "needs_compaction"]
 
 #: Failures that depend on the moment, not on the file's bytes: never cached.
-_TRANSIENT_REASONS = ("permission denied", "file disappeared", "cannot read file",
-                      "cannot stat file", "is a directory",
-                      # a worker crash may be the machine's fault (out of memory): retry
-                      "crashed its worker")
-
 
 @dataclass(frozen=True)
 class CachedFailure:
@@ -157,7 +153,7 @@ def is_cacheable_failure(reason: str) -> bool:
     >>> is_cacheable_failure("permission denied")
     False
     """
-    return not reason.startswith(_TRANSIENT_REASONS)
+    return not is_transient_reason(reason)
 
 
 def needs_compaction(live_segments: int, stale: int, junk: int) -> bool:

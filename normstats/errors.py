@@ -13,7 +13,31 @@ __all__ = [
     "IncompatibleImagesError",
     "UnreadableInputError",
     "InvalidOptionError",
+    "OUT_OF_MEMORY_REASON",
+    "TRANSIENT_REASONS",
+    "is_transient_reason",
 ]
+
+OUT_OF_MEMORY_REASON = ("out of memory while decoding (the machine's limit, not the file's "
+                        "fault: the file is tried again on the next run)")
+
+# Skip reasons that say nothing about a file's bytes: the machine, the permissions or a race
+# caused them, so the record cache never keeps them as the file's verdict.
+TRANSIENT_REASONS = ("permission denied", "file disappeared", "cannot read file",
+                     "cannot stat file", "is a directory", "out of memory",
+                     # a worker crash may be the machine's fault (out of memory): retry
+                     "crashed its worker")
+
+
+def is_transient_reason(reason: str) -> bool:
+    """Whether a skip reason comes from the circumstances rather than the file's bytes.
+
+    Examples
+    --------
+    >>> is_transient_reason(OUT_OF_MEMORY_REASON), is_transient_reason("zero-byte file")
+    (True, False)
+    """
+    return reason.startswith(TRANSIENT_REASONS)
 
 
 class NormstatsError(ValueError):

@@ -254,3 +254,64 @@ def test_ctrl_c_commits_what_has_arrived(folder, tmp_path, monkeypatch):
     stats = cached(folder, tmp_path / "cache")
     assert (stats.images_cached, stats.images_decoded) == (10, 20)
     assert_identical(stats, cold(folder))
+
+
+def test_clear_never_removes_a_dataset_folder_that_holds_a_markers_class(tmp_path):
+    """A class folder named ``markers`` once made `cache clear DATASET` delete the dataset."""
+    data = make_folder(tmp_path / "data", 6)
+    write_image(data / "markers" / "img_9000.png", seed=9000)
+    before = sorted(p.relative_to(data) for p in data.rglob("*"))
+    runner, cache = CliRunner(), str(tmp_path / "cache")
+    assert runner.invoke(main, ["compute", str(data), "--cache", cache,
+                                "--workers", "1"]).exit_code == 0
+    cleared = runner.invoke(main, ["cache", "clear", str(data), "--cache", cache])
+    assert cleared.exit_code == 0, cleared.output
+    assert "cleared 1 dataset(s)" in cleared.output
+    assert sorted(p.relative_to(data) for p in data.rglob("*")) == before
+    assert not [p for p in Path(cache).iterdir() if p.is_dir()]  # the real cache went
+
+
+def test_clear_of_a_folder_outside_the_cache_that_looks_like_a_group_removes_nothing(tmp_path):
+    lookalike = tmp_path / "elsewhere"
+    (lookalike / "markers").mkdir(parents=True)
+    (lookalike / "zarr.json").write_text(json.dumps(
+        {"zarr_format": 3, "node_type": "group", "attributes": {"normstats": {"format": 1}}}))
+    (lookalike / "normstats-group.json").write_text('{"normstats": "cache-group", "format": 1}')
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cleared = CliRunner().invoke(main, ["cache", "clear", str(lookalike), "--cache", str(cache)])
+    assert "cleared nothing" in cleared.output
+    assert (lookalike / "markers").is_dir() and (lookalike / "zarr.json").is_file()
+
+
+def test_group_with_damaged_metadata_is_still_found_by_its_marker_file(folder, tmp_path):
+    cache = tmp_path / "cache"
+    cached(folder, cache)
+    (group_of(cache) / "zarr.json").write_text("{damaged")
+    cleared = CliRunner().invoke(main, ["cache", "clear", "--cache", str(cache), "--yes"])
+    assert "cleared 1 dataset(s)" in cleared.output
+    assert not [p for p in cache.iterdir() if p.is_dir()]
+
+
+def test_out_of_memory_is_reported_as_such_and_never_cached(folder, tmp_path, monkeypatch):
+    """A valid TIFF that hit a memory limit once must be decoded on the next run."""
+    from PIL import TiffImagePlugin
+
+    rng = np.random.default_rng(3)
+    Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(folder / "big.tif")
+    cache = tmp_path / "cache"
+
+    def out_of_memory(self):
+        raise MemoryError
+    monkeypatch.setattr(TiffImagePlugin.TiffImageFile, "load", out_of_memory)
+    first = cached(folder, cache)
+    (skip,) = first.skipped
+    assert skip.path == "big.tif" and skip.reason.startswith("out of memory while decoding")
+    assert "corrupt" not in skip.reason
+    with pytest.raises(normstats.UnreadableInputError, match="big.tif: out of memory"):
+        cached(folder, cache, on_error="fail")
+    monkeypatch.undo()
+    second = cached(folder, cache)
+    assert second.skipped == () and (second.images_cached, second.images_decoded) == (30, 1)
+    assert_identical(second, cold(folder))
+    assert cached(folder, cache, on_error="fail").images_decoded == 0

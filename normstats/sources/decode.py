@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from normstats.errors import InvalidOptionError, UnreadableInputError
+from normstats.errors import OUT_OF_MEMORY_REASON, InvalidOptionError, UnreadableInputError
 
 try:  # libjpeg-turbo without Pillow's per-image overhead: ~2-4x faster JPEG decoding
     import simplejpeg as _simplejpeg
@@ -164,6 +164,8 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
         raise UnreadableInputError("permission denied", name) from None
     except OSError as error:
         raise UnreadableInputError(f"cannot read file: {error.strerror or error}", name) from None
+    except MemoryError:
+        raise UnreadableInputError(OUT_OF_MEMORY_REASON, name) from None
     return decode_bytes(data, name, policy, scratch)
 
 
@@ -196,7 +198,27 @@ def read_whole_file(path: str, size_hint: int | None = None) -> bytes:
 
 def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
                  scratch: Scratch | None = None) -> DecodedImage:
-    """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``."""
+    """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``.
+
+    Running out of memory is reported as what it is (`OUT_OF_MEMORY_REASON`), never as
+    damage: the reason is transient, so the record cache does not keep it as the file's
+    verdict and the next run decodes the file again.
+
+    Examples
+    --------
+    >>> decode_bytes(b"", "a.png", DecodePolicy())
+    Traceback (most recent call last):
+    ...
+    normstats.errors.UnreadableInputError: a.png: zero-byte file
+    """
+    try:
+        return _decode_bytes(data, name, policy, scratch)
+    except MemoryError:
+        raise UnreadableInputError(OUT_OF_MEMORY_REASON, name) from None
+
+
+def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
+                  scratch: Scratch | None) -> DecodedImage:
     if not data:
         raise UnreadableInputError("zero-byte file", name)
     fast = decode_jpeg_fast(data, policy, scratch)
@@ -223,6 +245,8 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
             raise
         except UnidentifiedImageError:
             raise UnreadableInputError(_unidentified_reason(data), name) from None
+        except MemoryError:
+            raise  # the machine's limit, not the file's fault: worded by decode_bytes
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
             # Pillow warns above the limit and errors above twice it, naming 2x the limit
             # in the second case; both are refused, with the limit the user can change.
