@@ -21,8 +21,8 @@ import numpy as np
 from PIL import Image
 
 import normstats
-from normstats.cache import DatasetCache
-from normstats.cache_plan import plan
+from normstats.engine.cache import DatasetCache
+from normstats.engine.cache_plan import plan
 from normstats.sources.folder import FolderSource
 
 

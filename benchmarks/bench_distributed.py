@@ -36,7 +36,7 @@ from distributed import Client, LocalCluster  # noqa: E402
 from run import make_jpeg_folder  # noqa: E402
 
 import normstats  # noqa: E402
-from normstats.distributed import local_cluster  # noqa: E402
+from normstats.engine.distributed import local_cluster  # noqa: E402
 
 
 def numbers(stats: normstats.DatasetStats) -> dict:
@@ -53,7 +53,7 @@ def timed(function) -> tuple[float, dict]:
 
 
 class StageLines(logging.Handler):
-    """Keeps the last stage-time report of `normstats.distributed` per configuration."""
+    """Keeps the last stage-time report of `normstats.engine.distributed` per configuration."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=5_000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    logger = logging.getLogger("normstats.distributed")
+    logger = logging.getLogger("normstats.engine.distributed")
     logger.addHandler(STAGES)
     logger.setLevel(logging.INFO)
     print(f"load average before: {os.getloadavg()}")

@@ -96,7 +96,7 @@ def _decode_chunk(paths: list[str]) -> int:
 
 
 def _decode_chunk_normstats(paths: list[str]) -> int:
-    from normstats.sources.decode import DecodePolicy, decode_file
+    from normstats.sources.decoding.decode import DecodePolicy, decode_file
 
     policy = DecodePolicy("RGB")
     return sum(decode_file(path, policy).pixels.shape[0] for path in paths)

@@ -190,7 +190,7 @@ def bench_overhead(quick: bool) -> list[str]:
     """Per-image cost of statistics, walking and Dask scheduling, for small PNGs."""
     from multiprocessing import get_context
 
-    from normstats.sources.decode import DecodePolicy, decode_file
+    from normstats.sources.decoding.decode import DecodePolicy, decode_file
     from normstats.sources.folder import FolderSource
 
     count = 4_000 if quick else 20_000

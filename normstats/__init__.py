@@ -6,7 +6,7 @@
 (0.0, 0.0, 0.0)
 """
 
-from normstats.compute import compute
+from normstats.engine.compute import compute
 from normstats.errors import (
     EmptyDatasetError,
     IncompatibleImagesError,
@@ -14,8 +14,8 @@ from normstats.errors import (
     NormstatsError,
     UnreadableInputError,
 )
-from normstats.records import Skipped
-from normstats.stats import VARIANTS, DatasetStats
+from normstats.maths.records import Skipped
+from normstats.maths.stats import VARIANTS, DatasetStats
 
 __version__ = "0.1.0"
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from normstats.sources import decode, remote
+from normstats.sources import remote
+from normstats.sources.decoding import decode
 
 _real_decode_bytes = decode.decode_bytes
 

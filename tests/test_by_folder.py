@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from PIL import Image
 
 import normstats
-from normstats.cli import main
-from normstats.record_reports import RecordCollector, by_folder, find_outliers, folder_of
-from normstats.records import records_from_stack
+from normstats.analyses.record_reports import RecordCollector, by_folder, find_outliers, folder_of
+from normstats.maths.records import records_from_stack
 from normstats.sources import folder as folder_module
+from normstats_cli import main
 
 
 def save(path: Path, pixels: np.ndarray) -> None:

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from PIL import Image
 
 import normstats
-from normstats import cache_run
-from normstats.cache import DatasetCache, resolve_cache_dir
-from normstats.cli import main
-from normstats.records import records_from_stack
-from normstats.sources.decode import DecodePolicy
+from normstats.engine import cache_run
+from normstats.engine.cache import DatasetCache, resolve_cache_dir
+from normstats.maths.records import records_from_stack
+from normstats.sources.decoding.decode import DecodePolicy
+from normstats_cli import main
 
 
 def write_image(path: Path, seed: int, size: int = 8) -> None:
@@ -158,7 +158,7 @@ def test_busy_cache_goes_read_only_and_says_so(folder, tmp_path, monkeypatch, ca
     assert holder.try_lock(0)
     monkeypatch.setattr(cache_run, "LOCK_WAIT_SECONDS", 0.1)
     make_folder(folder, 2, start=200)
-    with caplog.at_level(logging.WARNING, logger="normstats.cache"):
+    with caplog.at_level(logging.WARNING, logger="normstats.engine.cache"):
         stats = cached(folder, cache)
     holder.unlock()
     assert "another normstats run" in caplog.text
@@ -169,7 +169,7 @@ def test_busy_cache_goes_read_only_and_says_so(folder, tmp_path, monkeypatch, ca
 def test_unwritable_cache_never_fails_the_computation(folder, tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with caplog.at_level(logging.WARNING, logger="normstats.cache"):
+    with caplog.at_level(logging.WARNING, logger="normstats.engine.cache"):
         stats = cached(folder, blocker / "cache")
     assert stats.images == 30 and "cannot use the cache" in caplog.text
 

@@ -21,13 +21,13 @@ import pytest
 from PIL import Image
 
 import normstats
-from normstats.cache import DatasetCache
-from normstats.sources.decode import DecodePolicy
+from normstats.engine.cache import DatasetCache
+from normstats.sources.decoding.decode import DecodePolicy
 
 CHILD = textwrap.dedent("""
     import os, signal, sys, time
     import zarr
-    import normstats, normstats.cache as store, normstats.cache_run as cache_run
+    import normstats, normstats.engine.cache as store, normstats.engine.cache_run as cache_run
     from normstats.sources import folder
 
     root, cache, point, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -35,17 +35,17 @@ CHILD = textwrap.dedent("""
     cache_run.LOCK_WAIT_SECONDS = float(os.environ.get("LOCK_WAIT", "60"))
     calls = {"n": 0}
 
-    def die_on(module, name, when=lambda: True):
+    def die_on(module, name, counted=lambda *args: True):
         original = getattr(module, name)
         def wrapper(*args, **kwargs):
-            calls["n"] += 1
-            if calls["n"] == count and when():
+            calls["n"] += counted(*args)
+            if calls["n"] == count and counted(*args):
                 os.kill(os.getpid(), signal.SIGKILL)
             return original(*args, **kwargs)
         setattr(module, name, wrapper)
 
     if point == "marker":       # data of segment `count` written, its marker not
-        die_on(store, "write_json_atomic")
+        die_on(store, "write_json_atomic", lambda path, data: path.parent.name == "markers")
     elif point == "array":      # in the middle of one segment's arrays
         die_on(zarr.Group, "create_array")
     elif point == "compact":    # new segment committed, old ones not yet removed

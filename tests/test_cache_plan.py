@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from normstats.cache_plan import (
+from normstats.engine.cache_plan import (
     CachedFailure,
     SegmentIndex,
     is_cacheable_failure,

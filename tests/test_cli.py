@@ -5,7 +5,7 @@ from click.testing import CliRunner
 from oracle import assert_matches_oracle
 
 import normstats
-from normstats.cli import main
+from normstats_cli import main
 
 
 def test_compute_prints_the_table_explanation_and_normalize_line(png_folder):

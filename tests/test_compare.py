@@ -13,8 +13,8 @@ from conftest import random_images
 from oracle import exact_stats
 from PIL import Image
 
-from normstats.cli import main
-from normstats.compare import Compared, between_image_share, render_comparison
+from normstats.analyses.compare import Compared, between_image_share, render_comparison
+from normstats_cli import main
 
 
 def checkerboards(count: int, spread: int) -> list[np.ndarray]:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import normstats
-from normstats.cli import main
+from normstats_cli import main
 
 
 @pytest.fixture

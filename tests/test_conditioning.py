@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from normstats.conditioning import SecondMoments, condition_number, conditioning
+from normstats.analyses.conditioning import SecondMoments, condition_number, conditioning
 from normstats.errors import InvalidOptionError
 
 
@@ -61,7 +61,7 @@ def test_condition_command(tmp_path, rng):
 
     from click.testing import CliRunner
 
-    from normstats.cli import main
+    from normstats_cli import main
 
     path = tmp_path / "people.npy"
     np.save(path, income_height(rng, 20_000))

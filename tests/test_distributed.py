@@ -20,9 +20,9 @@ from distributed_cluster import running_cluster
 from PIL import Image
 
 import normstats
-from normstats.cli import main
-from normstats.distributed import CRASH_REASON, is_distributed
+from normstats.engine.distributed import CRASH_REASON, is_distributed
 from normstats.sources import FolderSource, RemoteFolderSource, open_source
+from normstats_cli import main
 
 distributed = pytest.importorskip("distributed")
 fsspec = pytest.importorskip("fsspec")
@@ -127,7 +127,7 @@ def test_memory_url_names_unreadable_files():
 
 
 def test_an_unreachable_scheduler_is_a_one_line_error(monkeypatch):
-    monkeypatch.setattr("normstats.distributed.CONNECT_TIMEOUT", 1)
+    monkeypatch.setattr("normstats.engine.distributed.CONNECT_TIMEOUT", 1)
     with pytest.raises(normstats.NormstatsError, match="cannot connect to the Dask scheduler"):
         normstats.compute(np.zeros((3, 2, 2, 1), np.uint8), scheduler="tcp://127.0.0.1:9")
 
@@ -212,7 +212,7 @@ def test_an_image_that_kills_its_worker_every_time_is_skipped(client, folder, tm
     # in the middle of the listing, so its task holds healthy files too
     shutil.copy(folder / "dog" / "000.png", folder / "cat" / "POISON.png")
     cache = tmp_path / "cache"
-    with caplog.at_level(logging.INFO, logger="normstats.distributed"):
+    with caplog.at_level(logging.INFO, logger="normstats.engine.distributed"):
         stats = normstats.compute(folder, scheduler=client, task_size=task_size, cache=cache)
     assert f"a task of {task_size} files killed its workers" in caplog.text
     assert [s.path for s in stats.skipped] == [os.path.join("cat", "POISON.png")]

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from normstats.exact import FIXED_BITS, fixed_sum, fixed_to_float, int64_sum, to_fixed
+from normstats.maths.exact import FIXED_BITS, fixed_sum, fixed_to_float, int64_sum, to_fixed
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
 

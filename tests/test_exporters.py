@@ -10,7 +10,7 @@ import pytest
 
 import normstats
 from normstats.errors import InvalidOptionError
-from normstats.exporters import FORMATS, export
+from normstats.maths.exporters import FORMATS, export
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from normstats import fused
-from normstats.image_moments import extrema, integer_sums
+from normstats.maths import fused
+from normstats.maths.image_moments import extrema, integer_sums
 
 pytestmark = pytest.mark.skipif(not fused.available(), reason="numba is not installed")
 

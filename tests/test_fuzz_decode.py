@@ -33,7 +33,7 @@ from PIL import Image
 
 import normstats
 from normstats import EmptyDatasetError, UnreadableInputError
-from normstats.sources.decode import ALLOWED_FORMATS, DecodePolicy, decode_file
+from normstats.sources.decoding.decode import ALLOWED_FORMATS, DecodePolicy, decode_file
 
 #: Generous: a hang, not a slow decoder, is what this bound is for.
 DECODE_SECONDS = 5.0

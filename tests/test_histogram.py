@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from conftest import random_images
 
+from normstats.engine.histogram_run import compute_with_histogram, robust_range
 from normstats.errors import IncompatibleImagesError, InvalidOptionError
-from normstats.histogram import Histogram, percentile_from_counts
-from normstats.histogram_run import compute_with_histogram, robust_range
+from normstats.maths.histogram import Histogram, percentile_from_counts
 
 QS = (0.0, 0.5, 1.0, 2.5, 10.0, 33.3, 50.0, 66.7, 97.5, 99.5, 100.0)
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from normstats.image_moments import extrema, float_moments, integer_sums
+from normstats.maths.image_moments import extrema, float_moments, integer_sums
 
 
 def python_sums(stack):

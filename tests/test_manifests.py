@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from normstats.cli import main
-from normstats.errors import NormstatsError
-from normstats.manifests import (
+from normstats.analyses.manifests import (
     list_manifests,
     load_manifest,
     open_manifest_source,
     resolve_path,
     verify_checksums,
 )
+from normstats.errors import NormstatsError
+from normstats_cli import main
 
 sys.path.insert(0, str(Path(__file__).parent / "sources"))
 fw = importlib.import_module("format_writers")

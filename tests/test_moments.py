@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from normstats.moments import FloatMoments, IntegerMoments
+from normstats.maths.moments import FloatMoments, IntegerMoments
 
 
 def fraction_variance(values) -> tuple[Fraction, Fraction]:

@@ -27,11 +27,11 @@ from oracle import assert_matches_oracle
 from PIL import Image, ImageOps
 
 import normstats
-import normstats.sources.decode as decode_module
+import normstats.sources.decoding.decode as decode_module
 from normstats import EmptyDatasetError, NormstatsError
-from normstats.cli import main
-from normstats.sources.decode import ALLOWED_FORMATS, DEFAULT_MAX_PIXELS
+from normstats.sources.decoding.decode import ALLOWED_FORMATS, DEFAULT_MAX_PIXELS
 from normstats.sources.folder import FolderSource
+from normstats_cli import main
 
 sys.path.insert(0, str(Path(__file__).parent / "sources"))
 fw = importlib.import_module("format_writers")

@@ -8,18 +8,18 @@ from conftest import random_images
 from oracle import numbers
 
 import normstats
-from normstats.errors import InvalidOptionError
-from normstats.records import concat_records, records_from_stack
-from normstats.sampling import (
+from normstats.analyses.sampling import (
     INTERVAL_FIELDS,
     choose_images,
     estimate_from_records,
     t_quantile,
 )
-from normstats.sampling_run import sample_estimate
+from normstats.analyses.sampling_run import sample_estimate
+from normstats.errors import InvalidOptionError
+from normstats.maths.records import concat_records, records_from_stack
+from normstats.maths.stats import DatasetStats
+from normstats.maths.summary import summarize
 from normstats.sources import open_source
-from normstats.stats import DatasetStats
-from normstats.summary import summarize
 
 POPULATION = 2000
 

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 import normstats
-from normstats.cli import main
-from normstats.manifests import Reference, load_manifest
-from normstats.verify import check_reference, verify_stats
+from normstats.analyses.manifests import Reference, load_manifest
+from normstats.analyses.verify import check_reference, verify_stats
+from normstats_cli import main
 
 sys.path.insert(0, str(Path(__file__).parent / "sources"))
 fw = importlib.import_module("format_writers")
@@ -82,7 +82,7 @@ mean = {values(tuple(v * 255 for v in stats.mean), 3)}
 def test_pass_fail_and_the_variant_each_number_matches(tmp_path: Path, dataset) -> None:
     root, expected = dataset
     manifest = load_manifest(str(_manifest(tmp_path, expected)))
-    stats = normstats.manifests.compute_manifest(manifest, str(root))
+    stats = normstats.analyses.manifests.compute_manifest(manifest, str(root))
     assert stats.images == 20 and stats.mean == expected.mean
     result = verify_stats(stats, manifest)
     good, pasted, scaled = result.checks

@@ -15,7 +15,7 @@ import numpy as np
 from normstats.errors import NormstatsError
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Source, Task, TaskResult
-from normstats.sources.decode import DecodePolicy
+from normstats.sources.decoding.decode import DecodePolicy
 from normstats.sources.detect import detect_format, open_format
 from normstats.sources.folder import FolderSource
 from normstats.sources.iterable import IterableSource

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from normstats.errors import InvalidOptionError, NormstatsError, UnreadableInputError
-from normstats.records import Skipped, records_from_stack
+from normstats.maths.records import Skipped, records_from_stack
 from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
 
 __all__ = ["ArraySource", "ArrayTask", "detect_layout", "LAYOUTS", "open_array"]

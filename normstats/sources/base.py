@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from normstats.records import Records, Skipped
+from normstats.maths.records import Records, Skipped
 
 __all__ = ["TaskResult", "Task", "Source", "split_evenly"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from normstats.errors import NormstatsError
-from normstats.records import Skipped
+from normstats.maths.records import Skipped
 from normstats.sources.base import Source, Task
 
 __all__ = ["ConcatSource"]

@@ -29,7 +29,7 @@ from normstats.sources.cifar import (
     open_cifar_python,
     open_records,
 )
-from normstats.sources.decode import DecodePolicy
+from normstats.sources.decoding.decode import DecodePolicy
 from normstats.sources.idx import looks_like_idx, open_idx
 from normstats.sources.npz import open_npz, split_member
 from normstats.sources.tar import TarSource, read_shard_index

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from normstats import fused
 from normstats.errors import NormstatsError, UnreadableInputError
-from normstats.heap import release_free_memory
-from normstats.records import (
+from normstats.maths import fused
+from normstats.maths.records import (
     Records,
     Skipped,
     Uint8Rows,
@@ -28,7 +27,7 @@ from normstats.records import (
     records_from_stack,
 )
 from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
-from normstats.sources.decode import (
+from normstats.sources.decoding.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
     DecodePolicy,
@@ -37,6 +36,7 @@ from normstats.sources.decode import (
     decode_file,
 )
 from normstats.sources.file_list import FileEntry, FileList
+from normstats.sources.heap import release_free_memory
 
 __all__ = ["FileEntry", "FileList", "FolderSource", "FolderTask", "ListedTask", "walk_images"]
 
@@ -275,7 +275,7 @@ def records_of_images(decoded: list[tuple[str, DecodedImage]]) -> Records | None
     Examples
     --------
     >>> import numpy as np
-    >>> from normstats.sources.decode import DecodedImage
+    >>> from normstats.sources.decoding.decode import DecodedImage
     >>> img = DecodedImage(np.zeros((2, 2, 1), np.uint8), ("L",))
     >>> len(records_of_images([("a", img), ("b", img)]))
     2

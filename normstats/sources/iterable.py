@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from normstats.errors import InvalidOptionError
-from normstats.records import default_channel_names
+from normstats.maths.records import default_channel_names
 from normstats.sources.base import TaskResult
-from normstats.sources.decode import DecodedImage
+from normstats.sources.decoding.decode import DecodedImage
 from normstats.sources.folder import records_of_images
 
 __all__ = ["IterableSource", "item_pixels"]

@@ -21,9 +21,9 @@ from datetime import datetime
 from typing import Any
 
 from normstats.errors import NormstatsError, UnreadableInputError
-from normstats.records import Skipped
+from normstats.maths.records import Skipped
 from normstats.sources.base import Task, TaskResult
-from normstats.sources.decode import (
+from normstats.sources.decoding.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
     DecodePolicy,

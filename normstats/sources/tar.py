@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from normstats.errors import NormstatsError, UnreadableInputError
-from normstats.records import Skipped
+from normstats.maths.records import Skipped
 from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
-from normstats.sources.decode import (
+from normstats.sources.decoding.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
     DecodePolicy,

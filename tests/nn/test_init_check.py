@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from normstats.errors import NormstatsError
-from normstats.nn.cli import init_check_command
 from normstats.nn.init_check import CONFIGS, format_table, run_init_check
+from normstats_cli.nn import init_check_command
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_cli_plot_without_matplotlib_is_a_clear_error(tmp_path, monkeypatch) -> 
 
 
 def test_importing_nn_and_its_cli_loads_neither_torch_nor_matplotlib() -> None:
-    code = ("import sys, normstats.nn, normstats.nn.cli; "
+    code = ("import sys, normstats.nn, normstats_cli.nn; "
             "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

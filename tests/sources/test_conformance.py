@@ -18,9 +18,9 @@ import pytest
 import zarr
 
 import normstats
-from normstats.pipeline import run
+from normstats.engine.pipeline import run
+from normstats.maths.stats import DatasetStats
 from normstats.sources import open_source
-from normstats.stats import DatasetStats
 
 sys.path.insert(0, str(Path(__file__).parent))
 fw = importlib.import_module("format_writers")

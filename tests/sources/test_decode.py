@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from normstats import InvalidOptionError, UnreadableInputError
-from normstats.sources.decode import DecodePolicy, decode_bytes, read_whole_file
+from normstats.sources.decoding.decode import DecodePolicy, decode_bytes, read_whole_file
 
 
 def encode(image: Image.Image, fmt: str, **options) -> bytes:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from normstats.sources import decode
-from normstats.sources.decode import DecodePolicy, decode_bytes, decode_jpeg_fast
+from normstats.sources.decoding import decode
+from normstats.sources.decoding.decode import DecodePolicy, decode_bytes, decode_jpeg_fast
 
 pytestmark = pytest.mark.skipif(decode._simplejpeg is None, reason="simplejpeg not installed")
 

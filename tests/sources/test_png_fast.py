@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, PngImagePlugin
 
-from normstats.sources import decode, png_fast
-from normstats.sources.decode import DecodePolicy, Scratch, decode_bytes
-from normstats.sources.png_fast import decode_png_fast, plain_png_header
+from normstats.sources.decoding import decode, png_fast
+from normstats.sources.decoding.decode import DecodePolicy, Scratch, decode_bytes
+from normstats.sources.decoding.png_fast import decode_png_fast, plain_png_header
 
 pytestmark = pytest.mark.skipif(png_fast._imagecodecs is None, reason="imagecodecs missing")
 

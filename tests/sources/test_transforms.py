@@ -9,8 +9,8 @@ from PIL import Image
 
 import normstats
 from normstats.errors import InvalidOptionError
-from normstats.sources.decode import DecodePolicy
-from normstats.sources.transforms import center_crop, resized_size
+from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.transforms import center_crop, resized_size
 
 
 def torchvision_like(path, resize: int | None, crop: int | None) -> np.ndarray:
@@ -87,7 +87,7 @@ def test_arrays_refuse_resize():
 
 
 def test_cache_identity_includes_transforms(tmp_path):
-    from normstats.cache import group_identity
+    from normstats.engine.cache import group_identity
 
     plain = group_identity(str(tmp_path), DecodePolicy())
     resized = group_identity(str(tmp_path), DecodePolicy(resize=8))

@@ -1,0 +1,162 @@
+"""The ``normstats`` command line: a thin click layer over the library.
+
+Heavy modules are imported inside commands, so ``normstats --help`` stays instant.
+Every failure ends with exit status 1 and one line ``normstats: error: <reason>``.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from normstats_cli.cache import cache_group, cache_setting, compute_cache_options, record_extras
+from normstats_cli.compare import compare_command, condition_command
+from normstats_cli.compute_options import extra_options, pop_extras, render_export, run_extras
+from normstats_cli.distributed import cluster_options, scheduler_option
+from normstats_cli.errors import user_errors
+from normstats_cli.manifests import compute_manifest_from_cli, manifests_command, verify_command
+
+__all__ = ["main"]
+
+_MODES = ("RGB", "L", "RGBA", "keep")
+_LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
+
+
+class _Group(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        click.ClickException.show = _show_one_line  # type: ignore[method-assign]
+        return super().main(*args, **kwargs)
+
+
+def _show_one_line(self: click.ClickException, file: Any = None) -> None:
+    click.echo(f"normstats: error: {self.format_message()}", err=True)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="normstats")
+def main() -> None:
+    """Exact per-channel normalization constants of image datasets."""
+
+
+def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--mode", type=click.Choice(_MODES), default="RGB", show_default=True,
+                     help="Decode policy for image files: RGB as torchvision's loader; keep = "
+                          "native channels and bit depth (16-bit stays 16-bit)."),
+        click.option("--layout", type=click.Choice(_LAYOUTS), default=None,
+                     help="Array layout (default: detected; see the docs)."),
+        click.option("--scale", type=float, default=None,
+                     help="Divide reported values by this (default: 255 for 8-bit, "
+                          "65535 for 16-bit, 1 for float)."),
+        click.option("--channels", default=None, help="Channel names, comma separated."),
+        click.option("--on-error", type=click.Choice(("skip", "fail")), default="skip",
+                     show_default=True, help="Skip unreadable files (named) or stop at the "
+                                             "first."),
+        click.option("--max-pixels", type=int, default=None,
+                     help="Decompression-bomb limit per image (default: Pillow's)."),
+        click.option("--workers", type=int, default=None,
+                     help="Parallel workers of the local pool or of --local-cluster "
+                          "(default: usable CPUs)."),
+        scheduler_option,
+        click.option("--task-size", type=int, default=None, help="Images per Dask task."),
+        click.option("--progress/--no-progress", default=None,
+                     help="Progress bar on stderr (default: when stderr is a terminal)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@main.command()
+@click.argument("path", required=False, type=click.Path(path_type=str))
+@_compute_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+@click.option("--variant", default="std", show_default=True,
+              help="Std variant of the Normalize line (std, per_image_std, ...).")
+@click.option("--format", "format", default=None,
+              help="Dataset file format (idx, cifar10-bin, cifar100-bin, cifar-python, tar, "
+                   "npz, ...; default: detected from content and name).")
+@click.option("--manifest", default=None, help="Compute a known dataset (normstats manifests) "
+                                               "instead of PATH; needs --root.")
+@click.option("--root", default=None, type=click.Path(exists=True, file_okay=False),
+              help="Folder holding the --manifest files.")
+@compute_cache_options
+@extra_options
+@user_errors
+@cluster_options
+def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
+            manifest: str | None, root: str | None, cache_dir: str | None, no_cache: bool,
+            by_folder: bool, outliers: bool, **options: Any) -> None:
+    """Compute the normalization constants of PATH (a folder, .npy, zarr, IDX, CIFAR batch,
+    tar shard or .npz file), or of a known dataset with --manifest NAME --root DIR."""
+    import json
+
+    import normstats
+    from normstats.analyses.record_reports import RecordCollector
+    from normstats.analyses.text_report import render_report
+
+    names = tuple(c.strip() for c in channels.split(",")) if channels else None
+    more = pop_extras(options)  # --to/--bgr/--sample/--seed/--precision/--percentiles
+    collector = None
+    if manifest and more.handles_computation:
+        raise click.UsageError("--sample, --precision and --percentiles take PATH, not --manifest")
+    if manifest:
+        stats = compute_manifest_from_cli(manifest, root, channels=names, **options)
+    elif path is None:
+        raise click.UsageError("give PATH, or --manifest NAME --root DIR")
+    elif more.handles_computation:
+        click.echo(run_extras(path, names, variant, as_json, more, options))
+        return
+    else:
+        collector = RecordCollector() if by_folder or outliers else None
+        stats = normstats.compute(path, channels=names, on_result=collector,
+                                  cache=cache_setting(cache_dir, no_cache), **options)
+    extras, lines = record_extras(stats, collector, by_folder, outliers)
+    if more.to:
+        click.echo(render_export(stats, more, variant))
+    elif as_json:
+        click.echo(json.dumps({**stats.to_dict(), **extras}, indent=2))
+    else:
+        click.echo("\n".join([render_report(stats, variant)] + lines))
+
+
+@main.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Keep the generated dataset in this folder (default: a temporary one).")
+@click.option("--images", type=int, default=120, show_default=True)
+@user_errors
+def demo(out: str | None, images: int) -> None:
+    """Build a small synthetic photo dataset offline and compute its constants."""
+    import normstats
+    from normstats.analyses.text_report import render_report
+    from normstats_cli.demo import write_demo_dataset
+
+    with tempfile.TemporaryDirectory(prefix="normstats-demo-") as scratch:
+        root = write_demo_dataset(out or scratch, images=images)
+        click.echo(f"demo dataset: {images} synthetic photos (PNG, JPEG, some grayscale) "
+                   f"and one truncated JPEG, in {root}\n", err=True)
+        stats = normstats.compute(root)
+        click.echo(render_report(stats))
+
+
+def _register_optional_commands() -> None:
+    try:
+        from normstats_cli.nn import init_check_command
+    except ImportError:
+        return
+    main.add_command(init_check_command)
+
+
+_register_optional_commands()
+main.add_command(cache_group)
+main.add_command(manifests_command)
+main.add_command(verify_command)
+main.add_command(compare_command)
+main.add_command(condition_command)
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

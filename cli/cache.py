@@ -1,0 +1,243 @@
+"""``normstats cache list | show | clear``: see and remove what the record cache holds.
+
+Listing reads only the small JSON files (group metadata and markers), so it is instant
+however large the cache; ``show`` also verifies every segment against its digest.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from normstats.analyses.text_report import printable
+
+__all__ = ["cache_group", "GroupInfo", "find_groups", "compute_cache_options", "cache_setting",
+           "record_extras"]
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """What a cache group holds, from its metadata and markers (not verified)."""
+
+    path: Path
+    identity: dict
+    images: int
+    failures: int
+    segments: int
+    size: int
+    updated: float
+
+    @property
+    def root(self) -> str:
+        return str(self.identity.get("root", "?"))
+
+    @property
+    def mode(self) -> str:
+        return str(self.identity.get("policy", {}).get("mode", "?"))
+
+
+def group_info(path: Path) -> GroupInfo | None:
+    """The `GroupInfo` of a cache group folder, or None if ``path`` is not one.
+
+    A folder is a group only when normstats' own metadata says so (a ``zarr.json`` whose
+    attributes carry normstats' identity, or the group marker file): never by the names
+    of the folders inside it, so a dataset folder holding a ``markers/`` class is not one.
+    Callers pass only direct children of the cache directory (see `find_groups`).
+    """
+    from normstats.engine.cache import read_group_marker
+
+    try:
+        identity = json.loads((path / "zarr.json").read_text())["attributes"]["normstats"]
+        if not isinstance(identity, dict) or not isinstance(identity.get("format"), int):
+            raise TypeError("not normstats' metadata")
+    except (OSError, ValueError, KeyError, TypeError):
+        if read_group_marker(path) is None:
+            return None
+        identity = {}  # damaged metadata of our own group: still listed and clearable
+    images = failures = segments = 0
+    updated = 0.0
+    for marker in (path / "markers").glob("*.json"):
+        try:
+            data = json.loads(marker.read_text())
+            images, failures = images + int(data["rows"]), failures + len(data["failures"])
+            segments += 1
+            updated = max(updated, marker.stat().st_mtime)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    return GroupInfo(path, identity, images, failures, segments, size, updated)
+
+
+def find_groups(cache_dir: Path, target: str | None = None) -> list[GroupInfo]:
+    """Every group under ``cache_dir``; with ``target``, the group folder it names (only a
+    direct child of ``cache_dir``) or the groups of the dataset folder it names.
+
+    Nothing outside ``cache_dir`` is ever taken for a group, so `cache clear` cannot
+    remove a user's folder whatever it contains.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> find_groups(pathlib.Path(tempfile.mkdtemp()))
+    []
+    """
+    try:
+        folders = sorted(p for p in cache_dir.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    groups = [info for info in map(group_info, folders) if info is not None]
+    if target is None:
+        return groups
+    named = os.path.realpath(target)
+    own = [g for g in groups if os.path.realpath(g.path) == named]
+    return own or [g for g in groups if g.root == named]
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1024 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return str(count)
+
+
+def _when(timestamp: float) -> str:
+    if not timestamp:
+        return "never"
+    return datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+_cache_option = click.option(
+    "--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Cache directory (default: $NORMSTATS_CACHE, $XDG_CACHE_HOME/normstats or "
+         "~/.cache/normstats).")
+
+
+def compute_cache_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The cache and record-report options of ``normstats compute``."""
+    options = [
+        click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=str),
+                     default=None, help="Record cache directory (default: $NORMSTATS_CACHE, "
+                     "else $XDG_CACHE_HOME/normstats or ~/.cache/normstats)."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
+        click.option("--by-folder", is_flag=True,
+                     help="Also statistics per immediate sub-folder (classes, splits)."),
+        click.option("--outliers", is_flag=True,
+                     help="Also list unusual images: extreme mean or std, blank, grayscale."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def cache_setting(cache_dir: str | None, no_cache: bool) -> str | bool:
+    """What ``compute(cache=...)`` gets from the command line: on unless told otherwise."""
+    from normstats.engine.cache import cache_enabled_by_default
+
+    if no_cache:
+        return False
+    return cache_dir or cache_enabled_by_default()
+
+
+def record_extras(stats: Any, collector: Any, by_folder: bool,
+                  outliers: bool) -> tuple[dict[str, Any], list[str]]:
+    """By-folder and outlier reports from the collected records: JSON fields and lines."""
+    from normstats.analyses.record_reports import by_folder as folders_of
+    from normstats.analyses.record_reports import find_outliers, render_by_folder, render_outliers
+
+    records = collector.records() if collector is not None else None
+    data: dict[str, Any] = {}
+    lines: list[str] = []
+    if records is not None and by_folder:
+        per_folder = folders_of(records, stats.skipped, scale=stats.scale,
+                                channels=stats.channels, mode=stats.mode, kind=stats.kind)
+        data["by_folder"] = {name: s.to_dict() for name, s in per_folder.items()}
+        lines += [""] + render_by_folder(per_folder)
+    if records is not None and outliers:
+        found = find_outliers(records, scale=stats.scale)
+        data["outliers"] = [o.to_dict() for o in found]
+        lines += [""] + render_outliers(found)
+    return data, lines
+
+
+@click.group("cache")
+def cache_group() -> None:
+    """List, inspect and clear the per-image record cache."""
+
+
+@cache_group.command("list")
+@_cache_option
+def list_command(cache_dir: Path | None) -> None:
+    """Cached datasets: last update, images, size on disk, mode and root."""
+    from normstats.engine.cache import default_cache_dir
+
+    cache_dir = cache_dir or default_cache_dir()
+    groups = find_groups(cache_dir)
+    if not groups:
+        click.echo(f"no cached datasets in {printable(str(cache_dir))}")
+        return
+    click.echo(f"{'updated':<16}  {'images':>10}  {'size':>9}  {'mode':<5}  root")
+    for g in groups:
+        click.echo(f"{_when(g.updated):<16}  {g.images:>10,}  {_size(g.size):>9}  "
+                   f"{g.mode:<5}  {printable(g.root)}")
+    click.echo(f"{len(groups)} dataset(s), {_size(sum(g.size for g in groups))} in "
+               f"{printable(str(cache_dir))}")
+
+
+@cache_group.command("show")
+@click.argument("path", type=click.Path(path_type=str))
+@_cache_option
+def show_command(path: str, cache_dir: Path | None) -> None:
+    """Details of the cache of PATH (a dataset folder or a cache group folder)."""
+    from normstats.engine.cache import DatasetCache, default_cache_dir
+
+    groups = find_groups(cache_dir or default_cache_dir(), path)
+    if not groups:
+        raise click.ClickException(f"{printable(path)}: nothing cached for it")
+    for g in groups:
+        segments, junk = DatasetCache(g.path, g.identity).load()
+        valid = sum(len(s.index.paths) for s in segments)
+        failures = [f for s in segments for f in s.index.failures]
+        click.echo(f"{printable(str(g.path))}\n  root      {printable(g.root)}\n"
+                   f"  policy    {json.dumps(g.identity.get('policy', {}))}\n"
+                   f"  pillow    {g.identity.get('pillow', '?')}\n"
+                   f"  images    {valid:,} verified records, {len(failures)} recorded "
+                   f"failure(s)\n  segments  {len(segments)} committed, {junk} damaged or "
+                   f"uncommitted\n  size      {_size(g.size)}\n  updated   {_when(g.updated)}")
+        for failure in failures[:20]:
+            click.echo(f"  failed    {printable(failure.path)}: {failure.reason}")
+
+
+@cache_group.command("clear")
+@click.argument("path", type=click.Path(path_type=str), required=False)
+@_cache_option
+@click.option("--yes", is_flag=True, help="Do not ask before clearing every dataset.")
+def clear_command(path: str | None, cache_dir: Path | None, yes: bool) -> None:
+    """Delete the cache of PATH (a dataset or group folder), or of every dataset."""
+    from normstats.engine.cache import DatasetCache, default_cache_dir
+
+    cache_dir = cache_dir or default_cache_dir()
+    groups = find_groups(cache_dir, path)
+    if path is None and groups and not yes:
+        click.confirm(f"delete the cache of {len(groups)} dataset(s) in {cache_dir}?",
+                      abort=True)
+    cleared = []
+    for g in groups:
+        cache = DatasetCache(g.path, g.identity)
+        if not cache.try_lock(0.0):
+            click.echo(f"{printable(str(g.path))}: in use by pid {cache.holder()}; not "
+                       "cleared", err=True)
+            continue
+        shutil.rmtree(g.path, ignore_errors=True)
+        cache.unlock()
+        cleared.append(g)
+    what = f"{len(cleared)} dataset(s)" if cleared else "nothing"
+    click.echo(f"cleared {what} ({_size(sum(g.size for g in cleared))})")

@@ -1,0 +1,120 @@
+"""``normstats compare`` and ``normstats condition``: click commands over the library.
+
+Registered in `normstats_cli` with ``main.add_command``; heavy modules are imported
+inside the commands so ``normstats --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from normstats_cli.errors import user_errors
+
+__all__ = ["compare_command", "condition_command", "load_compared"]
+
+
+def _resolve(spec: str, root: str | None) -> tuple[Any, tuple[str, ...] | None, str]:
+    """What to compute for a dataset argument: a path, or a manifest's source under root."""
+    if os.path.exists(spec):
+        return spec, None, spec
+    from normstats.analyses.manifests import load_manifest, open_manifest_source, verify_checksums
+    from normstats.errors import NormstatsError
+
+    manifest = load_manifest(spec)
+    if root is None:
+        raise NormstatsError(f"{spec} is a manifest name: give the folder holding its files "
+                             "with --root")
+    verify_checksums(manifest, root)
+    return open_manifest_source(manifest, root), manifest.source.channels, manifest.name
+
+
+def load_compared(spec: str, *, root: str | None = None, plot: bool = False,
+                  **options: Any) -> Any:
+    """Compute one dataset of a comparison (with per-image stds and histogram for plots).
+
+    ``options`` are those of `normstats.compute`.
+    """
+    import normstats
+    from normstats.analyses.compare import Compared, per_image_stds
+    from normstats.engine.histogram_run import compute_with_histogram
+    from normstats.errors import InvalidOptionError
+
+    data, channels, name = _resolve(spec, root)
+    if not plot:
+        return Compared(name, normstats.compute(data, channels=channels, **options))
+    records: list[Any] = []
+
+    def collect(result: Any) -> None:
+        if result.records is not None:
+            records.append(result.records)
+
+    try:
+        stats, histogram = compute_with_histogram(data, channels=channels, on_result=collect,
+                                                  **options)
+    except InvalidOptionError:  # float pixels or vectors: no exact histogram
+        records.clear()
+        stats, histogram = normstats.compute(data, channels=channels, on_result=collect,
+                                             cache=False, **options), None
+    per_image = per_image_stds(records, stats.scale) if stats.kind == "images" else None
+    return Compared(name, stats, per_image, histogram)
+
+
+@click.command("compare")
+@click.argument("datasets", nargs=-1, required=True)
+@click.option("--root", default=None, type=click.Path(exists=True, file_okay=False),
+              help="Folder holding the files of datasets given as manifest names.")
+@click.option("--mode", type=click.Choice(("RGB", "L", "RGBA", "keep")), default="RGB",
+              show_default=True, help="Decode policy for image files.")
+@click.option("--scale", type=float, default=None, help="Divide reported values by this.")
+@click.option("--resize", type=int, default=None, help="torchvision Resize(N) first.")
+@click.option("--center-crop", "center_crop", type=int, default=None,
+              help="torchvision CenterCrop(N) after --resize.")
+@click.option("--workers", type=int, default=None, help="Parallel workers.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Draw per-image std distributions and pixel histograms to FILE.png "
+                   "(needs normstats[plot]).")
+@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+def compare_command(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
+                    as_json: bool, **options: Any) -> None:
+    """Compare DATASETS (folders, arrays or manifest names): mean, pooled and per-image std."""
+    user_errors(_compare)(datasets, root, plot_path, as_json, options)
+
+
+def _compare(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
+             as_json: bool, options: dict[str, Any]) -> None:
+    from normstats.analyses.compare import comparison_json, render_comparison
+
+    if plot_path:
+        from normstats.analyses.plots import require_matplotlib
+
+        require_matplotlib()  # fail before computing anything
+    entries = [load_compared(spec, root=root, plot=bool(plot_path), **options)
+               for spec in datasets]
+    click.echo(comparison_json(entries) if as_json else render_comparison(entries))
+    if plot_path:
+        from normstats.analyses.plots import plot_comparison
+
+        click.echo(f"plot written to {plot_comparison(entries, plot_path)}", err=True)
+
+
+@click.command("condition")
+@click.argument("path", type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+def condition_command(path: str, as_json: bool) -> None:
+    """Condition numbers of XᵀX/n for vector data PATH (.npy or zarr, shape (N, d)):
+    raw, min-max scaled and standardized."""
+    user_errors(_condition)(path, as_json)
+
+
+def _condition(path: str, as_json: bool) -> None:
+    import json
+
+    from normstats.analyses.conditioning import conditioning, render_conditioning
+    from normstats.sources.arrays import open_array
+
+    result = conditioning(open_array(path))
+    click.echo(json.dumps(result.to_dict(), indent=2) if as_json
+               else render_conditioning(result, path))

@@ -1,0 +1,343 @@
+"""The zarr v3 store of per-image records: one group per dataset root and decode policy.
+
+Layout of a cache directory (see ``docs/cache.md``)::
+
+    <cache>/<name>-<mode>-<hash>/      zarr group; attributes say which root and policy
+        normstats-group.json           says "this folder is a normstats cache group"
+        lock                           flock'ed by the run that may write
+        segments/<segment>/            zarr group: one array per record field, one chunk each
+        markers/<segment>.json         completion marker, written after the data
+
+A segment counts only when its marker exists and the SHA-256 digest in the marker
+matches the arrays read back, so a half-written, truncated or deleted chunk or
+metadata file is never read as fill values: its files are simply decoded again.
+Markers are written to a temporary file and renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import itertools
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import PIL
+
+from normstats.engine.cache_plan import CachedFailure, SegmentIndex
+from normstats.maths.records import FloatRecords, IntegerRecords, Records
+from normstats.sources.decoding.decode import DecodePolicy
+
+__all__ = ["CACHE_ENV", "FORMAT", "GROUP_MARKER", "read_group_marker", "DatasetCache",
+           "LoadedSegment", "default_cache_dir", "resolve_cache_dir", "cache_enabled_by_default",
+           "group_identity"]
+
+CACHE_ENV = "NORMSTATS_CACHE"
+FORMAT = 1
+GROUP_MARKER = "normstats-group.json"
+_GROUP_MARKER_CONTENT = {"normstats": "cache-group", "format": FORMAT}
+_OFF = ("0", "off", "false", "no", "none")
+_FIELDS = {"IntegerRecords": ("pixels", "minimum", "maximum", "sums", "sums_sq"),
+           "FloatRecords": ("pixels", "minimum", "maximum", "means", "residuals", "m2s")}
+_KINDS = {"IntegerRecords": IntegerRecords, "FloatRecords": FloatRecords}
+_counter = itertools.count()
+
+
+def default_cache_dir() -> Path:
+    """``$NORMSTATS_CACHE`` if it names a folder, else ``$XDG_CACHE_HOME/normstats``,
+    else ``~/.cache/normstats``.
+
+    Examples
+    --------
+    >>> default_cache_dir().name
+    'normstats'
+    """
+    env = os.environ.get(CACHE_ENV, "").strip()
+    if env and env.lower() not in _OFF:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "normstats"
+
+
+def cache_enabled_by_default() -> bool:
+    """False when ``$NORMSTATS_CACHE`` is ``0``/``off``/``false``/``no``/``none``."""
+    return os.environ.get(CACHE_ENV, "").strip().lower() not in _OFF
+
+
+def resolve_cache_dir(cache: str | os.PathLike | bool | None) -> Path | None:
+    """The cache directory a `compute` call uses, or None for no cache.
+
+    ``False`` disables it; a path names it; ``True`` means the default location;
+    ``None`` (the library default) uses a cache only when ``$NORMSTATS_CACHE`` names a
+    folder, so a library call never writes to the home directory unless asked to.
+
+    Examples
+    --------
+    >>> resolve_cache_dir(False) is None, resolve_cache_dir("/tmp/c").name
+    (True, 'c')
+    """
+    if cache is False:
+        return None
+    if cache is True:
+        return default_cache_dir()
+    if cache is None:
+        env = os.environ.get(CACHE_ENV, "").strip()
+        return Path(env).expanduser() if env and env.lower() not in _OFF else None
+    return Path(os.fspath(cache)).expanduser()
+
+
+def read_group_marker(path: Path) -> dict | None:
+    """The group marker of a cache group folder, or None if ``path`` holds none.
+
+    Only folders carrying this file (or normstats' identity in their ``zarr.json``) are
+    cache groups: `cache clear` removes nothing else.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> read_group_marker(Path(tempfile.mkdtemp())) is None
+    True
+    """
+    try:
+        marker = json.loads((Path(path) / GROUP_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("normstats") != "cache-group":
+        return None
+    return marker
+
+
+def group_identity(root: str, policy: DecodePolicy) -> dict:
+    """Everything that changes the records of a file: root, decode policy, Pillow version."""
+    return {"format": FORMAT, "root": os.path.realpath(root),
+            "policy": dataclasses.asdict(policy), "pillow": PIL.__version__}
+
+
+def group_name(identity: dict) -> str:
+    """A readable, unique folder name: ``<root name>-<mode>-<16 hex digits>``."""
+    text = json.dumps(identity, sort_keys=True)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(identity["root"]))[:40] or "root"
+    return f"{slug}-{identity['policy'].get('mode', 'x')}-{digest}"
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedSegment:
+    """A committed, verified segment: its index for planning and its records."""
+
+    index: SegmentIndex
+    records: Records | None
+
+
+class DatasetCache:
+    """The cache group of one dataset root under one decode policy.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> cache = DatasetCache.open(tempfile.mkdtemp(), "/data/train", DecodePolicy())
+    >>> cache.path.name.startswith("train-RGB-"), cache.load()[0]
+    (True, [])
+    """
+
+    def __init__(self, path: Path, identity: dict) -> None:
+        self.path = Path(path)
+        self.identity = identity
+        self.segments_dir = self.path / "segments"
+        self.markers_dir = self.path / "markers"
+        self._lock_fd: int | None = None
+
+    @classmethod
+    def open(cls, cache_dir: str | os.PathLike, root: str,
+             policy: DecodePolicy) -> DatasetCache:
+        """Create (if needed) and return the group for ``root`` under ``policy``."""
+        identity = group_identity(root, policy)
+        cache = cls(Path(cache_dir) / group_name(identity), identity)
+        cache.markers_dir.mkdir(parents=True, exist_ok=True)
+        cache.segments_dir.mkdir(exist_ok=True)
+        cache.ensure_metadata()
+        return cache
+
+    def ensure_metadata(self) -> None:
+        """(Re)write the group's zarr.json files and marker if they are missing or damaged."""
+        group = {"zarr_format": 3, "node_type": "group",
+                 "attributes": {"normstats": self.identity}}
+        for path, wanted in ((self.path / GROUP_MARKER, _GROUP_MARKER_CONTENT),
+                             (self.path / "zarr.json", group),
+                             (self.segments_dir / "zarr.json",
+                              {"zarr_format": 3, "node_type": "group", "attributes": {}})):
+            try:
+                if json.loads(path.read_text()) == wanted:
+                    continue
+            except (OSError, ValueError):
+                pass  # missing or damaged: rewrite it
+            write_json_atomic(path, wanted)
+
+    # -- locking -------------------------------------------------------------------
+    def try_lock(self, wait: float) -> bool:
+        """Take the writer lock, polling for up to ``wait`` seconds; False if still busy."""
+        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+        return True
+
+    def holder(self) -> str:
+        """The process id written by the current lock holder, for messages."""
+        with contextlib.suppress(OSError):
+            return (self.path / "lock").read_text().strip() or "?"
+        return "?"
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
+
+    # -- reading -------------------------------------------------------------------
+    def load(self) -> tuple[list[LoadedSegment], int]:
+        """Every committed segment whose data matches its marker, and a count of junk.
+
+        Junk is what a crash or damage left behind: markers that do not parse or whose
+        data fails the digest, temporary files, and segment folders without a marker.
+        """
+        segments, junk, named = [], 0, set()
+        for marker_path in sorted(_listing(self.markers_dir)):
+            loaded = _read_segment(self.segments_dir, marker_path)
+            if loaded is None:
+                junk += 1
+            else:
+                segments.append(loaded)
+                named.add(loaded.index.name)
+        junk += sum(1 for d in _listing(self.segments_dir) if d.is_dir() and d.name not in named)
+        return segments, junk
+
+    # -- writing -------------------------------------------------------------------
+    def write_segment(self, records: Records | None, sizes: np.ndarray, mtimes: np.ndarray,
+                      failures: tuple[CachedFailure, ...]) -> str:
+        """Write one segment's arrays, then its marker; return the segment name."""
+        name = f"{time.time_ns():020d}-{os.getpid()}-{next(_counter):05d}"
+        arrays = _segment_arrays(records, sizes, mtimes)
+        if arrays:
+            import zarr  # lazily: zarr costs 0.15 s to import, most commands never need it
+
+            group = zarr.open_group(self.segments_dir / name, mode="w")
+            for field, values in arrays.items():
+                group.create_array(field, data=values, chunks=values.shape or (1,))
+        marker = _marker(name, records, arrays, failures)
+        write_json_atomic(self.markers_dir / f"{name}.json", marker)
+        return name
+
+    def remove_all_but(self, keep: str) -> None:
+        """Delete every marker, then every segment folder, except ``keep``'s."""
+        for path in self.markers_dir.iterdir():
+            if path.name != f"{keep}.json":
+                path.unlink(missing_ok=True)
+        for path in self.segments_dir.iterdir():
+            if path.is_dir() and path.name != keep:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _listing(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:  # deleted by `cache clear` or damage: nothing committed there
+        return []
+
+
+def _segment_arrays(records: Records | None, sizes: np.ndarray,
+                    mtimes: np.ndarray) -> dict[str, np.ndarray]:
+    if records is None or len(records) == 0:
+        return {}
+    blob = "\0".join(records.keys).encode("utf-8", "surrogatepass")
+    arrays = {"path_bytes": np.frombuffer(blob, dtype=np.uint8),
+              "size": np.asarray(sizes, np.int64), "mtime_ns": np.asarray(mtimes, np.int64)}
+    for field in _FIELDS[type(records).__name__]:
+        arrays[field] = np.ascontiguousarray(getattr(records, field))
+    return arrays
+
+
+def _digest(header: dict, arrays: dict[str, np.ndarray]) -> str:
+    digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    for field in sorted(arrays):
+        values = np.ascontiguousarray(arrays[field])
+        digest.update(f"{field}:{values.dtype.str}:{values.shape}".encode())
+        digest.update(values.tobytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def _marker(name: str, records: Records | None, arrays: dict[str, np.ndarray],
+            failures: tuple[CachedFailure, ...]) -> dict:
+    header = {"format": FORMAT, "segment": name, "rows": 0 if records is None else len(records)}
+    if records is not None:
+        header.update(kind=type(records).__name__, dtype=records.dtype,
+                      channels=list(records.channel_names))
+    header["failures"] = [[f.path, f.size, f.mtime_ns, f.reason] for f in failures]
+    return {**header, "digest": _digest(header, arrays)}
+
+
+def _read_segment(segments_dir: Path, marker_path: Path) -> LoadedSegment | None:
+    """The verified segment a marker names, or None for anything damaged or foreign."""
+    if not marker_path.name.endswith(".json") or marker_path.name.startswith("."):
+        return None
+    try:
+        marker = json.loads(marker_path.read_text())
+        digest = marker.pop("digest")
+        if marker["format"] != FORMAT or marker["segment"] != marker_path.name[:-5]:
+            return None
+        arrays = _read_arrays(segments_dir / marker["segment"], marker)
+        if _digest(marker, arrays) != digest:
+            return None
+        return _loaded(marker, arrays)
+    except Exception:  # noqa: BLE001 - any damage means "not committed": decode again
+        return None
+
+
+def _read_arrays(folder: Path, marker: dict) -> dict[str, np.ndarray]:
+    if marker["rows"] == 0:
+        return {}
+    import zarr
+
+    group = zarr.open_group(folder, mode="r")
+    names = ("path_bytes", "size", "mtime_ns", *_FIELDS[marker["kind"]])
+    return {name: np.asarray(group[name][...]) for name in names}
+
+
+def _loaded(marker: dict, arrays: dict[str, np.ndarray]) -> LoadedSegment:
+    failures = tuple(CachedFailure(str(p), int(s), int(m), str(r))
+                     for p, s, m, r in marker["failures"])
+    if not arrays:
+        empty = np.zeros(0, np.int64)
+        return LoadedSegment(SegmentIndex(marker["segment"], (), empty, empty, failures), None)
+    paths = tuple(arrays["path_bytes"].tobytes().decode("utf-8", "surrogatepass").split("\0"))
+    if len(paths) != marker["rows"]:
+        raise ValueError("path count does not match the marker")
+    fields = {f: arrays[f] for f in _FIELDS[marker["kind"]]}
+    records = _KINDS[marker["kind"]](dtype=marker["dtype"], channel_names=tuple(
+        marker["channels"]), keys=paths, **fields)
+    index = SegmentIndex(marker["segment"], paths, arrays["size"], arrays["mtime_ns"], failures)
+    return LoadedSegment(index, records)
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write JSON to a temporary file and rename it into place: readers see all or nothing."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(data))
+    os.replace(temporary, path)

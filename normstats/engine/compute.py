@@ -1,0 +1,95 @@
+"""`compute`: the one library call from data to `DatasetStats`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from normstats.engine.cache_run import run_source
+from normstats.errors import InvalidOptionError
+from normstats.maths.stats import DatasetStats
+from normstats.sources import open_source
+from normstats.sources.base import TaskResult
+from normstats.sources.decoding.transforms import transformed_source
+
+__all__ = ["compute", "ON_ERROR"]
+
+ON_ERROR = ("skip", "fail")
+
+
+def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
+            scale: float | None = None, channels: tuple[str, ...] | None = None,
+            on_error: str = "skip", max_pixels: int | None = None, workers: int | None = None,
+            scheduler: Any = None, task_size: int | None = None, progress: bool | None = False,
+            on_result: Callable[[TaskResult], None] | None = None,
+            format: str | None = None,
+            cache: str | os.PathLike | bool | None = None,
+            resize: int | None = None, center_crop: int | None = None) -> DatasetStats:
+    """Exact per-channel normalization constants of a dataset, in every variant.
+
+    Parameters
+    ----------
+    data : str, os.PathLike, numpy.ndarray, zarr array or iterable
+        A folder of images, a ``.npy`` file, a zarr array (path or object), an array,
+        or any iterable of images or ``(image, label)`` tuples (a PyTorch ``Dataset``).
+    mode : {"RGB", "L", "RGBA", "keep"}
+        Decode policy for image files; "RGB" matches torchvision's default loader,
+        "keep" keeps native channels and bit depth (16-bit stays 16-bit).
+    layout : str, optional
+        Array layout ("NHWC", "NCHW", "NHW", "NC", ...); detected when omitted.
+    scale : float, optional
+        Divisor for the reported values; default the dtype maximum for integer data
+        (255, 65535) and 1 for floats.
+    channels : tuple of str, optional
+        Channel names (default R, G, B for decoded colour images; c0, c1, ... for arrays).
+    on_error : {"skip", "fail"}
+        Skip unreadable files (named in ``stats.skipped``) or stop at the first one.
+    max_pixels : int, optional
+        Decompression-bomb limit in pixels per image (default: Pillow's, ~89.5 M).
+    workers, scheduler, task_size, progress, on_result
+        Parallelism and reporting; see `normstats.engine.pipeline.run`.
+    format : str, optional
+        Dataset file format ("idx", "cifar10-bin", "tar", "npz", ...); detected from
+        content and name when omitted (see `normstats.sources.detect`).
+    cache : str, os.PathLike or bool, optional
+        Per-image record cache for folders (see ``docs/cache.md``): a directory, True for
+        the default location, False for none. None (default) uses one only when
+        ``$NORMSTATS_CACHE`` names a directory: a library call never writes to the home
+        directory unless asked. ``stats.images_cached`` / ``images_decoded`` tell what
+        the cache answered.
+    resize, center_crop : int, optional
+        Statistics of what the model sees: torchvision's ``Resize(resize)`` (shorter side,
+        antialiased bilinear) then ``CenterCrop(center_crop)`` on each decoded image file
+        (see `normstats.sources.decoding.transforms`); the cache keys on them.
+
+    Returns
+    -------
+    DatasetStats
+
+    Raises
+    ------
+    NormstatsError
+        With a one-line reason: empty dataset, incompatible images, bad option, or (with
+        ``on_error="fail"``) the first unreadable file.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> stats = compute(rng.integers(0, 256, (100, 8, 8, 3), dtype=np.uint8))
+    >>> stats.images, stats.channels, round(stats.mean[0], 2)
+    (100, ('c0', 'c1', 'c2'), 0.5)
+    """
+    if on_error not in ON_ERROR:
+        raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+    source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
+                         fail_fast=on_error == "fail", channel_names=channels, format=format)
+    source = transformed_source(source, resize, center_crop)
+    outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
+                         task_size=task_size, progress=progress, on_result=on_result)
+    stats = DatasetStats.from_summary(outcome.summary, channels=channels, scale=scale,
+                                      mode=source.mode, kind=source.kind,
+                                      source=source.description)
+    return replace(stats, images_cached=outcome.cached, images_decoded=outcome.decoded)

@@ -1,0 +1,282 @@
+"""Per-image records: the unit of data that flows from sources to the reduction.
+
+A record holds, for one image and each channel, what every dataset statistic needs:
+the pixel count, exact moments (integer Σx and Σx², or float64 mean, residual and M2),
+and the minimum and maximum. Sources produce `IntegerRecords` or `FloatRecords` in
+batches; the cache stores them; `normstats.maths.summary` pools them without decoding again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from normstats.errors import IncompatibleImagesError
+from normstats.maths import fused
+from normstats.maths.image_moments import MAX_INTEGER_BITS, extrema, float_moments, integer_sums
+from normstats.maths.moments import FloatMoments, IntegerMoments, Moments
+
+__all__ = ["Skipped", "IntegerRecords", "FloatRecords", "Records", "records_from_stack",
+           "concat_records", "default_channel_names",
+           "Uint8Rows"]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An input that could not be used, and why.
+
+    Examples
+    --------
+    >>> Skipped("train/cat/1.jpg", "truncated JPEG").to_dict()
+    {'path': 'train/cat/1.jpg', 'reason': 'truncated JPEG'}
+    """
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> Skipped:
+        return cls(str(data["path"]), str(data["reason"]))
+
+
+@dataclass(frozen=True, eq=False)
+class _RecordsBase:
+    """Fields shared by both record kinds; arrays have one row per image."""
+
+    dtype: str
+    channel_names: tuple[str, ...]
+    keys: tuple[str, ...]
+    pixels: np.ndarray
+    minimum: np.ndarray
+    maximum: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.pixels.shape[0])
+
+    @property
+    def channels(self) -> int:
+        return int(self.minimum.shape[1])
+
+    @property
+    def signature(self) -> tuple[str, str, tuple[str, ...]]:
+        """What images must share to be pooled: kind, dtype and channel names."""
+        return (type(self).__name__, self.dtype, self.channel_names)
+
+    def _array_fields(self) -> list[str]:
+        return [f.name for f in fields(self) if isinstance(getattr(self, f.name), np.ndarray)]
+
+    def take(self, rows: np.ndarray) -> _RecordsBase:
+        """The records of the selected rows (boolean mask or indices), in that order."""
+        keys = tuple(np.asarray(self.keys, dtype=object)[rows]) if self.keys else ()
+        arrays = {name: getattr(self, name)[rows] for name in self._array_fields()}
+        return replace(self, keys=keys, **arrays)
+
+
+@dataclass(frozen=True, eq=False)
+class IntegerRecords(_RecordsBase):
+    """Records of integer images: exact Σx and Σx² (int64) per image and channel.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = records_from_stack(np.zeros((2, 4, 4, 3), dtype=np.uint8), keys=("a", "b"))
+    >>> len(r), r.channels, r.sums.tolist()[0]
+    (2, 3, [0, 0, 0])
+    """
+
+    sums: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    sums_sq: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+
+    def moments(self) -> Moments:
+        return IntegerMoments.from_records(self.pixels, self.sums, self.sums_sq)
+
+    def image_variance(self, ddof: int) -> np.ndarray:
+        """Per-image variance (N, C): exact numerator, one rounding, so order-independent."""
+        n = self.pixels.astype(np.int64)[:, None]
+        bits = 8 * np.dtype(self.dtype).itemsize
+        largest = int(n.max(initial=1)) ** 2 * (2**bits) ** 2
+        # n·Σx² − (Σx)² overflows int64 for big 16-bit images: then use Python ints.
+        if largest < 2**62:
+            numerator = n * self.sums_sq - self.sums * self.sums
+        else:
+            numerator = n.astype(object) * self.sums_sq.astype(object) - \
+                self.sums.astype(object) ** 2
+        denominator = (n * (n - ddof)).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return numerator.astype(np.float64) / denominator
+
+
+@dataclass(frozen=True, eq=False)
+class FloatRecords(_RecordsBase):
+    """Records of float images: float64 mean, mean residual and M2 per image and channel."""
+
+    means: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    residuals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    m2s: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    def moments(self) -> Moments:
+        return FloatMoments.from_records(self.pixels, self.means, self.residuals, self.m2s)
+
+    def image_variance(self, ddof: int) -> np.ndarray:
+        """Per-image variance (N, C) from M2 (population for ddof=0, sample for ddof=1)."""
+        denominator = (self.pixels - ddof).astype(np.float64)[:, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.m2s / denominator
+
+
+Records = IntegerRecords | FloatRecords
+
+
+def default_channel_names(count: int) -> tuple[str, ...]:
+    """Names for arrays whose channel order is unknown: never guess RGB or BGR.
+
+    Examples
+    --------
+    >>> default_channel_names(1), default_channel_names(3)
+    (('L',), ('c0', 'c1', 'c2'))
+    """
+    return ("L",) if count == 1 else tuple(f"c{i}" for i in range(count))
+
+
+def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
+                       channel_names: tuple[str, ...] | None = None) -> Records:
+    """Per-image records of a stack of same-shape images (N, H, W, C), vectorised.
+
+    Parameters
+    ----------
+    stack : numpy.ndarray
+        Integer (at most 16-bit), bool or float images in NHWC layout.
+    keys : tuple of str, optional
+        One identifier per image (a relative path), kept for the cache and reports.
+    channel_names : tuple of str, optional
+        Names of the C channels; `default_channel_names` when not given.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = records_from_stack(np.full((1, 2, 2, 1), 0.5))
+    >>> type(r).__name__, r.means.tolist()
+    ('FloatRecords', [[0.5]])
+    """
+    n, h, w, _ = stack.shape
+    pixels = np.full(n, h * w, dtype=np.int64)
+    if stack.dtype == np.uint8 and fused.available():
+        sums, sums_sq, low, high = fused.uint8_moments(stack)
+        return IntegerRecords(dtype="uint8", channel_names=_names(stack, channel_names),
+                              keys=tuple(keys), pixels=pixels, minimum=low, maximum=high,
+                              sums=sums, sums_sq=sums_sq)
+    low, high = extrema(stack)
+    common = dict(dtype=str(stack.dtype), channel_names=_names(stack, channel_names),
+                  keys=tuple(keys), pixels=pixels,
+                  minimum=low, maximum=high)
+    if stack.dtype == np.bool_ or np.issubdtype(stack.dtype, np.integer):
+        if stack.dtype.itemsize * 8 > MAX_INTEGER_BITS:
+            raise IncompatibleImagesError(
+                f"{stack.dtype} images are not supported exactly (at most 16-bit integers); "
+                "convert them to float64 for float statistics")
+        sums, sums_sq = integer_sums(stack)
+        return IntegerRecords(**common, sums=sums, sums_sq=sums_sq)
+    if not np.issubdtype(stack.dtype, np.floating):
+        raise IncompatibleImagesError(f"unsupported pixel dtype {stack.dtype}")
+    means, residuals, m2s = float_moments(stack)
+    return FloatRecords(**common, means=means, residuals=residuals, m2s=m2s)
+
+
+class Uint8Rows:
+    """Per-image records of uint8 images added one at a time, any sizes, no stacking.
+
+    Each image is reduced by the compiled kernel when it is added (needs
+    `normstats.maths.fused.available()`) straight into preallocated rows, so a caller can drop
+    its pixels at once and the per-image cost stays a few microseconds.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows = Uint8Rows(capacity=2)
+    >>> rows.add("a", np.zeros((2, 2, 1), np.uint8), ("L",))
+    >>> rows.add("b", np.ones((3, 1, 1), np.uint8), ("L",))
+    >>> [r.pixels.tolist() for r in rows.records()]
+    [[4, 3]]
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, int(capacity))
+        self._groups: dict[tuple[str, ...], _Uint8Group] = {}
+
+    def add(self, key: str, pixels: np.ndarray, channel_names: tuple[str, ...]) -> None:
+        """Reduce one (H, W, C) uint8 image now and keep its numbers."""
+        group = self._groups.get(channel_names)
+        if group is None:
+            group = self._groups[channel_names] = _Uint8Group(self.capacity, pixels.shape[2])
+        group.add(key, pixels)
+
+    def records(self) -> list[IntegerRecords]:
+        """One `IntegerRecords` per channel layout, rows in the order they were added."""
+        return [group.records(names) for names, group in self._groups.items()]
+
+
+class _Uint8Group:
+    """Preallocated rows of one channel layout, filled by the compiled kernel in place."""
+
+    def __init__(self, capacity: int, channels: int) -> None:
+        self.keys: list[str] = []
+        self.pixels = np.zeros(capacity, dtype=np.int64)
+        self.outputs = fused.outputs(capacity, channels)
+
+    def add(self, key: str, pixels: np.ndarray) -> None:
+        row = len(self.keys)
+        fused.uint8_moments_into(pixels, row, *self.outputs)
+        self.pixels[row] = pixels.shape[0] * pixels.shape[1]
+        self.keys.append(key)
+
+    def records(self, names: tuple[str, ...]) -> IntegerRecords:
+        n = len(self.keys)
+        sums, squares, lows, highs = (array[:n] for array in self.outputs)
+        return IntegerRecords(dtype="uint8", channel_names=names, keys=tuple(self.keys),
+                              pixels=self.pixels[:n], sums=sums, sums_sq=squares,
+                              minimum=lows.astype(np.float64), maximum=highs.astype(np.float64))
+
+
+def _names(stack: np.ndarray, channel_names: tuple[str, ...] | None) -> tuple[str, ...]:
+    names = tuple(channel_names) if channel_names else default_channel_names(stack.shape[3])
+    if len(names) != stack.shape[3]:
+        raise IncompatibleImagesError(f"{len(names)} channel names for {stack.shape[3]} channels")
+    return names
+
+
+def concat_records(parts: list[Records]) -> Records:
+    """Concatenate record batches of one kind, dtype and channel count.
+
+    Raises
+    ------
+    IncompatibleImagesError
+        When two batches cannot be pooled; the message names an example of each.
+    """
+    first = parts[0]
+    for other in parts[1:]:
+        if other.signature != first.signature:
+            raise incompatible(first, other)
+    arrays = {name: np.concatenate([getattr(p, name) for p in parts])
+              for name in first._array_fields()}
+    keys = tuple(k for p in parts for k in p.keys)
+    return replace(first, keys=keys, **arrays)
+
+
+def describe_signature(records: Records) -> str:
+    """Readable 'uint8 R,G,B' description of what the records hold."""
+    return f"{records.dtype} {','.join(records.channel_names)}"
+
+
+def incompatible(a: Records, b: Records, example_a: str | None = None,
+                 example_b: str | None = None) -> IncompatibleImagesError:
+    """The error for two record batches that cannot be pooled, naming an example of each."""
+    name_a = example_a or (a.keys[0] if a.keys else "one input")
+    name_b = example_b or (b.keys[0] if b.keys else "another input")
+    return IncompatibleImagesError(
+        f"images cannot be pooled: {name_a} is {describe_signature(a)} but {name_b} is "
+        f"{describe_signature(b)}; choose a decode mode that makes them alike "
+        "(--mode RGB or --mode L), or compute them separately")

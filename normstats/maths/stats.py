@@ -1,0 +1,204 @@
+"""`DatasetStats`: every normalization constant of a dataset, and what it means.
+
+Built from a `normstats.maths.summary.Summary`, it holds the per-channel mean, the pooled
+std (the correct dataset constant), the averaged per-image std in both ddofs (what
+many published constants really are), the root-mean-square per-image std, min and
+max, all in the reported scale, together with what was computed: image and pixel
+counts, dtype, scale, decode mode and the inputs that were skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from normstats.errors import EmptyDatasetError, InvalidOptionError
+from normstats.maths.exact import FIXED_BITS
+from normstats.maths.records import Skipped
+from normstats.maths.summary import Summary
+
+__all__ = ["DatasetStats", "VARIANTS", "default_scale"]
+
+#: The std variants a user can choose for normalization, and what each one is.
+VARIANTS: dict[str, str] = {
+    "std": "pooled std over all pixels of the dataset (population, ddof 0)",
+    "std_ddof1": "pooled sample std over all pixels (ddof 1)",
+    "per_image_std": "mean over images of each image's own std (ddof 0)",
+    "per_image_std_ddof1": "mean over images of each image's sample std (ddof 1), "
+                           "what torch.std per image gives",
+    "rms_per_image_std": "square root of the mean per-image variance",
+}
+
+_PER_CHANNEL = ("mean", "std", "std_ddof1", "per_image_std", "per_image_std_ddof1",
+                "rms_per_image_std", "min", "max")
+
+
+def default_scale(dtype: str) -> float:
+    """The divisor that maps pixel values to the [0, 1] scale: the dtype's maximum.
+
+    Integer images use their dtype maximum (255 for uint8, 65535 for uint16); float
+    images and bool masks are reported in raw units (1.0).
+
+    Examples
+    --------
+    >>> default_scale("uint8"), default_scale("uint16"), default_scale("float32")
+    (255.0, 65535.0, 1.0)
+    """
+    kind = np.dtype(dtype)
+    if kind != np.bool_ and np.issubdtype(kind, np.integer):
+        return float(np.iinfo(kind).max)
+    return 1.0
+
+
+@dataclass(frozen=True)
+class DatasetStats:
+    """Per-channel normalization constants of a dataset, in every common variant.
+
+    Per-channel fields are tuples of floats in the reported scale (pixel value / `scale`).
+    Per-image fields are None for vector data, and `per_image_std_ddof1` is None when no
+    image has two pixels.
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> images = np.stack([np.zeros((4, 4, 1), np.uint8), np.full((4, 4, 1), 255, np.uint8)])
+    >>> s = normstats.compute(images)
+    >>> s.mean, s.std, s.per_image_std
+    ((0.5,), (0.5,), (0.0,))
+    """
+
+    channels: tuple[str, ...]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    std_ddof1: tuple[float, ...] | None
+    per_image_std: tuple[float, ...] | None
+    per_image_std_ddof1: tuple[float, ...] | None
+    rms_per_image_std: tuple[float, ...] | None
+    min: tuple[float, ...]
+    max: tuple[float, ...]
+    images: int
+    pixels_per_channel: int
+    dtype: str
+    scale: float
+    mode: str = "array"
+    kind: str = "images"
+    source: str = ""
+    skipped: tuple[Skipped, ...] = field(default_factory=tuple)
+    #: Image files answered by the record cache / decoded in this run (see docs/cache.md).
+    #: How a result was obtained, not what it is: left out of ``==``.
+    images_cached: int = field(default=0, compare=False)
+    images_decoded: int = field(default=0, compare=False)
+
+    @classmethod
+    def from_summary(cls, summary: Summary, *, channels: tuple[str, ...] | None = None,
+                     scale: float | None = None, mode: str = "array", kind: str = "images",
+                     source: str = "") -> DatasetStats:
+        """Finalize exact totals into the reported constants.
+
+        Raises
+        ------
+        EmptyDatasetError
+            When no image could be used: there is no statistic, and never NaN.
+        """
+        if summary.images == 0:
+            reason = "no usable image"
+            if summary.skipped:
+                reason += f" ({len(summary.skipped)} skipped, e.g. {summary.skipped[0].path}: " \
+                          f"{summary.skipped[0].reason})"
+            raise EmptyDatasetError(reason, path=source or None)
+        dtype = summary.signature[1]
+        scale = float(default_scale(dtype) if scale is None else parse_scale(scale))
+        n_channels = len(summary.signature[2])
+        channels = tuple(channels) if channels else summary.signature[2]
+        if len(channels) != n_channels:
+            raise InvalidOptionError(f"{len(channels)} channel names given for "
+                                     f"{n_channels} channels")
+        return cls(channels=channels, **_finalize(summary, scale, kind), dtype=dtype,
+                   scale=scale, mode=mode, kind=kind, source=source,
+                   skipped=summary.skipped, images=summary.images,
+                   pixels_per_channel=summary.moments.count)
+
+    def variant(self, name: str) -> tuple[float, ...]:
+        """The std variant ``name`` (see `VARIANTS`), with a clear error if unavailable."""
+        if name not in VARIANTS:
+            raise InvalidOptionError(f"unknown std variant {name!r}; choose one of "
+                                     f"{', '.join(VARIANTS)}")
+        values = getattr(self, name)
+        if values is None:
+            raise InvalidOptionError(f"variant {name!r} is not defined for this data "
+                                     f"({self.kind}, {self.pixels_per_channel} values)")
+        return values
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; `from_dict` restores an equal object (floats round-trip)."""
+        data = asdict(self)
+        data["skipped"] = [s.to_dict() for s in self.skipped]
+        for name in ("channels", *_PER_CHANNEL):
+            if data[name] is not None:
+                data[name] = list(data[name])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DatasetStats:
+        """Rebuild from `to_dict` output (or the CLI's ``--json``)."""
+        values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        for name in ("channels", *_PER_CHANNEL):
+            if values.get(name) is not None:
+                values[name] = tuple(values[name])
+        values["skipped"] = tuple(Skipped.from_dict(s) for s in data.get("skipped", ()))
+        return cls(**values)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """JSON text of `to_dict`."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to(self, fmt: str, variant: str = "std", bgr: bool = False) -> str:
+        """The constants in framework ``fmt``'s convention (see `normstats.maths.exporters`)."""
+        from normstats.maths.exporters import export  # exporters import this module
+
+        return export(self, fmt, variant=variant, bgr=bgr)
+
+    @classmethod
+    def from_json(cls, text: str) -> DatasetStats:
+        return cls.from_dict(json.loads(text))
+
+
+def parse_scale(scale: float | str) -> float:
+    """Validate a user-given scale: a positive, finite number."""
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"scale must be a number, got {scale!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidOptionError(f"scale must be positive and finite, got {scale!r}")
+    return value
+
+
+def _finalize(summary: Summary, scale: float, kind: str) -> dict[str, Any]:
+    moments, images = summary.moments, summary.images
+    mean, variance = moments.finalize(scale)
+    out: dict[str, Any] = {
+        "mean": mean, "std": tuple(math.sqrt(v) for v in variance),
+        "std_ddof1": None, "per_image_std": None, "per_image_std_ddof1": None,
+        "rms_per_image_std": None,
+        "min": tuple(v / scale for v in summary.minimum),
+        "max": tuple(v / scale for v in summary.maximum),
+    }
+    if moments.count > 1:
+        out["std_ddof1"] = tuple(math.sqrt(v) for v in moments.finalize(scale, ddof=1)[1])
+    if kind == "images":
+        exact_scale = Fraction(scale)
+        unit = exact_scale * (1 << FIXED_BITS)
+        out["per_image_std"] = tuple(float(Fraction(s) / unit / images) for s in summary.std_sum)
+        out["rms_per_image_std"] = tuple(
+            math.sqrt(float(Fraction(s) / (unit * exact_scale) / images))
+            for s in summary.var_sum)
+        if summary.images_ddof1:
+            out["per_image_std_ddof1"] = tuple(float(Fraction(s) / unit / summary.images_ddof1)
+                                               for s in summary.std_ddof1_sum)
+    return out

@@ -1,0 +1,129 @@
+"""The mergeable reduction of per-image records into dataset totals.
+
+A `Summary` is what a Dask task returns and what the tree reduction merges. Every
+field merges exactly (integer or fixed-point sums, min/max, counts), so the final
+statistics are bit-identical whatever the task size, order or worker count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from normstats.errors import IncompatibleImagesError
+from normstats.maths.exact import fixed_sum
+from normstats.maths.moments import Moments
+from normstats.maths.records import Records, Skipped, describe_signature
+
+__all__ = ["Summary", "summarize"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Exact dataset totals, or an empty summary holding only skipped inputs.
+
+    Attributes
+    ----------
+    signature : tuple or None
+        (record kind, dtype, channels) shared by every pooled image; None when empty.
+    description : str
+        Readable dtype and channel count of the pooled images.
+    example : str
+        One image key, to name in an error about incompatible images.
+    images : int
+        Number of pooled images.
+    moments : IntegerMoments or FloatMoments or None
+        Pooled per-channel moments over every pixel.
+    std_sum, std_ddof1_sum, var_sum : tuple of int
+        Exact fixed-point sums over images of the per-image std (ddof 0 and 1) and
+        variance (ddof 0), per channel.
+    images_ddof1 : int
+        Images with at least two pixels (the only ones with a sample std).
+    minimum, maximum : tuple of float
+        Per-channel extremes over all pixels.
+    skipped : tuple of Skipped
+        Inputs that were named and left out.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from normstats.maths.records import records_from_stack
+    >>> a = summarize(records_from_stack(np.zeros((1, 2, 2, 1), np.uint8)))
+    >>> b = summarize(records_from_stack(np.full((1, 2, 2, 1), 255, np.uint8)))
+    >>> a.merge(b).images
+    2
+    """
+
+    signature: tuple | None = None
+    description: str = ""
+    example: str = ""
+    images: int = 0
+    moments: Moments | None = None
+    std_sum: tuple[int, ...] = ()
+    std_ddof1_sum: tuple[int, ...] = ()
+    var_sum: tuple[int, ...] = ()
+    images_ddof1: int = 0
+    minimum: tuple[float, ...] = ()
+    maximum: tuple[float, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+
+    def merge(self, other: Summary) -> Summary:
+        """Exact, commutative and associative combination of two summaries."""
+        if other.signature is None or self.signature is None:
+            base = other if self.signature is None else self
+            return _with_skipped(base, self.skipped + other.skipped)
+        if other.signature != self.signature:
+            raise IncompatibleImagesError(
+                f"images cannot be pooled: {self.example} is {self.description} but "
+                f"{other.example} is {other.description}; choose a decode mode that makes "
+                "them alike (--mode RGB or --mode L), or compute them separately")
+        return Summary(
+            signature=self.signature, description=self.description, example=self.example,
+            images=self.images + other.images,
+            moments=self.moments.merge(other.moments),
+            std_sum=_add(self.std_sum, other.std_sum),
+            std_ddof1_sum=_add(self.std_ddof1_sum, other.std_ddof1_sum),
+            var_sum=_add(self.var_sum, other.var_sum),
+            images_ddof1=self.images_ddof1 + other.images_ddof1,
+            minimum=tuple(map(min, self.minimum, other.minimum)),
+            maximum=tuple(map(max, self.maximum, other.maximum)),
+            skipped=self.skipped + other.skipped,
+        )
+
+
+def _add(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def _with_skipped(base: Summary, skipped: tuple[Skipped, ...]) -> Summary:
+    return replace(base, skipped=skipped)
+
+
+def summarize(records: Records | None, skipped: tuple[Skipped, ...] = ()) -> Summary:
+    """Reduce one batch of per-image records (possibly none) to a `Summary`.
+
+    Examples
+    --------
+    >>> summarize(None, (Skipped("x.jpg", "zero-byte file"),)).images
+    0
+    """
+    if records is None or len(records) == 0:
+        return Summary(skipped=tuple(skipped))
+    var0 = records.image_variance(0)
+    var1 = records.image_variance(1)
+    has_sample_std = records.pixels >= 2
+    return Summary(
+        signature=records.signature,
+        description=describe_signature(records),
+        example=records.keys[0] if records.keys else "an array",
+        images=len(records),
+        moments=records.moments(),
+        std_sum=tuple(fixed_sum(np.sqrt(var0))),
+        std_ddof1_sum=tuple(fixed_sum(np.sqrt(var1[has_sample_std]))),
+        var_sum=tuple(fixed_sum(var0)),
+        images_ddof1=int(has_sample_std.sum()),
+        minimum=tuple(float(v) for v in records.minimum.min(axis=0)),
+        maximum=tuple(float(v) for v in records.maximum.max(axis=0)),
+        skipped=tuple(skipped),
+    )

@@ -1,0 +1,160 @@
+"""What the model sees: torchvision's ``Resize(N)`` and ``CenterCrop(N)``, on decoded pixels.
+
+Published ImageNet constants are statistics of images after ``Resize(256)`` and
+``CenterCrop(224)``, not of the files. These pure functions reproduce torchvision's
+PIL path exactly:
+
+- ``Resize(N)`` with an int: the shorter side becomes N, the longer one
+  ``int(N * long / short)`` (truncated, as torchvision computes it), resampled by
+  Pillow's ``Image.resize(size, BILINEAR)``, which is antialiased (its filter support
+  widens with the downscale factor) and has ``reducing_gap=None``. RGBA is resized
+  premultiplied, as Pillow does for every caller.
+- ``CenterCrop(N)``: top/left offsets ``int(round((H - N) / 2))`` (Python's round,
+  half to even), zero padding when the image is smaller than the crop.
+
+They run after the decode policy's mode conversion (`normstats.sources.decoding.decode`), so
+the cache, which keys on the whole `DecodePolicy`, keys on them too.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from normstats.errors import InvalidOptionError, UnreadableInputError
+
+__all__ = ["resized_size", "resize_shorter", "center_crop", "apply_transforms",
+           "parse_size", "transformed_source"]
+
+
+def parse_size(value: int | None, option: str) -> int | None:
+    """Validate a resize or crop size: None or a positive int.
+
+    Examples
+    --------
+    >>> parse_size(224, "center_crop"), parse_size(None, "resize")
+    (224, None)
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or int(value) != value or int(value) <= 0:
+        raise InvalidOptionError(f"{option} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def resized_size(height: int, width: int, shorter: int) -> tuple[int, int]:
+    """(height, width) after torchvision's ``Resize(shorter)``.
+
+    Examples
+    --------
+    >>> resized_size(375, 500, 256)
+    (256, 341)
+    """
+    short, long = (width, height) if width <= height else (height, width)
+    new_short, new_long = shorter, int(shorter * long / short)
+    return (new_long, new_short) if width <= height else (new_short, new_long)
+
+
+def _pil_mode(pixels: np.ndarray, channel_names: tuple[str, ...]) -> str:
+    channels, dtype = pixels.shape[2], pixels.dtype
+    if dtype == np.uint8 and channels in (1, 2, 3, 4):
+        if channel_names == ("C", "M", "Y", "K"):
+            return "CMYK"
+        return {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[channels]
+    if channels == 1 and dtype == np.uint16:
+        return "I;16"
+    if channels == 1 and dtype == np.float32:
+        return "F"
+    raise InvalidOptionError(f"cannot resize {channels}-channel {dtype} images")
+
+
+def resize_shorter(pixels: np.ndarray, shorter: int,
+                   channel_names: tuple[str, ...] = ()) -> np.ndarray:
+    """Resize (H, W, C) pixels so the shorter side is ``shorter``, as torchvision on PIL.
+
+    Examples
+    --------
+    >>> resize_shorter(np.zeros((4, 6, 3), np.uint8), 2).shape
+    (2, 3, 3)
+    """
+    height, width = resized_size(pixels.shape[0], pixels.shape[1], shorter)
+    mode = _pil_mode(pixels, channel_names)
+    source = pixels[:, :, 0] if pixels.shape[2] == 1 else pixels
+    source = np.ascontiguousarray(source)
+    # fromarray infers every mode but CMYK (4 uint8 channels read as RGBA)
+    image = Image.fromarray(source, mode="CMYK") if mode == "CMYK" else Image.fromarray(source)
+    if image.mode != mode:
+        raise InvalidOptionError(f"cannot resize {pixels.dtype} pixels as Pillow mode {mode}")
+    out = np.asarray(image.resize((width, height), Image.Resampling.BILINEAR,
+                                  reducing_gap=None))
+    return out[:, :, None] if out.ndim == 2 else out
+
+
+def center_crop(pixels: np.ndarray, size: int) -> np.ndarray:
+    """Crop (H, W, C) pixels to ``size`` x ``size`` at the centre, zero-padding small ones.
+
+    Examples
+    --------
+    >>> center_crop(np.arange(25, dtype=np.uint8).reshape(5, 5, 1), 2)[:, :, 0].tolist()
+    [[12, 13], [17, 18]]
+    """
+    height, width = pixels.shape[:2]
+    if size > height or size > width:
+        pad_h, pad_w = max(0, size - height), max(0, size - width)
+        # torchvision pads left/top by the floor half and right/bottom by the ceiling half
+        pixels = np.pad(pixels, ((pad_h // 2, (pad_h + 1) // 2),
+                                 (pad_w // 2, (pad_w + 1) // 2), (0, 0)))
+        height, width = pixels.shape[:2]
+    top = int(round((height - size) / 2.0))
+    left = int(round((width - size) / 2.0))
+    return pixels[top:top + size, left:left + size]
+
+
+def apply_transforms(pixels: np.ndarray, channel_names: tuple[str, ...], resize: int | None,
+                     crop: int | None, name: str = "image") -> np.ndarray:
+    """``Resize(resize)`` then ``CenterCrop(crop)``, each only when given.
+
+    Raises
+    ------
+    UnreadableInputError
+        When the pixels cannot be resized (a dtype Pillow cannot resample), naming ``name``.
+    """
+    if resize is not None:
+        try:
+            pixels = resize_shorter(pixels, resize, channel_names)
+        except InvalidOptionError as error:
+            raise UnreadableInputError(error.reason, name) from None
+    if crop is not None:
+        pixels = center_crop(pixels, crop)
+    return pixels
+
+
+def transformed_source(source: Any, resize: int | None, crop: int | None) -> Any:
+    """``source`` decoding under its policy plus ``Resize``/``CenterCrop`` (a copy).
+
+    Only sources that decode image files (folders, tar shards) have a decode policy;
+    arrays are used as stored, so asking to resize them is an error rather than a no-op.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from normstats.sources.folder import FolderSource
+    >>> d = pathlib.Path(tempfile.mkdtemp()); Image.new("RGB", (8, 6)).save(d / "a.png")
+    >>> transformed_source(FolderSource(d), 4, 4).mode
+    'RGB, Resize(4), CenterCrop(4)'
+    """
+    if resize is None and crop is None:
+        return source
+    policy = getattr(source, "policy", None)
+    if policy is None:
+        raise InvalidOptionError("--resize and --center-crop apply to image files (folders, "
+                                 f"tar shards), not to {source.description}")
+    out = copy.copy(source)
+    out.policy = dataclasses.replace(policy, resize=parse_size(resize, "resize"),
+                                     center_crop=parse_size(crop, "center_crop"))
+    out.mode = out.policy.describe()
+    return out
