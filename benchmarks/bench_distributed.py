@@ -36,7 +36,7 @@ from distributed import Client, LocalCluster  # noqa: E402
 from run import make_jpeg_folder  # noqa: E402
 
 import normstats  # noqa: E402
-from normstats.engine.distributed import local_cluster  # noqa: E402
+from normstats.engine.cluster import local_cluster  # noqa: E402
 
 
 def numbers(stats: normstats.DatasetStats) -> dict:

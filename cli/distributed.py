@@ -25,7 +25,7 @@ LOCAL_SCHEDULERS = ("sync", "threads", "processes")
 
 
 def _parse_scheduler(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from normstats.engine.distributed import is_distributed
+    from normstats.engine.cluster import is_distributed
 
     if value is None or value in LOCAL_SCHEDULERS:
         return value
@@ -57,7 +57,7 @@ def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
         _check_combination(local_cluster, threads_per_worker, options)
         if not local_cluster:
             return command(*args, **options)
-        from normstats.engine.distributed import local_cluster as start
+        from normstats.engine.cluster import local_cluster as start
         from normstats.engine.pipeline import default_workers
 
         workers = options.pop("workers", None) or default_workers()

@@ -17,118 +17,34 @@ Failures:
   One split straight to single files, not a bisection: a worker restart costs seconds,
   a one-file task milliseconds.
 
-`dask.distributed` is imported only here and only when a cluster is used.
+Connecting to the cluster is `normstats.engine.cluster`.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import logging
-import os
-import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import dask
-
+from normstats.engine.cluster import connect, wait_for_threads, warn_about_malloc_trim
 from normstats.engine.progress import TASK_PREFIX, ProgressBar
 from normstats.errors import NormstatsError
 from normstats.maths.records import Skipped
 from normstats.maths.summary import Summary, summarize
 from normstats.sources.base import Task, TaskResult
 
-__all__ = ["is_distributed", "connect", "local_cluster", "run_on_cluster", "run_distributed",
-           "StageTimes", "CRASH_REASON"]
+__all__ = ["run_on_cluster", "run_distributed", "StageTimes", "CRASH_REASON"]
 
 log = logging.getLogger("normstats.engine.distributed")
 
 #: Beginning of the reason recorded for a file that killed its worker every time.
 CRASH_REASON = "crashed its worker"
-#: dask's nannies set this to 65536 in their workers; glibc then stops adapting its mmap
-#: threshold, every decoded image (> 128 kB) is a fresh mmap, and decoding runs at half
-#: speed (measured: 3,346 vs 5,757 256² JPEGs/s on two workers). See docs/distributed.md.
-MALLOC_TRIM = "MALLOC_TRIM_THRESHOLD_"
-#: Seconds to wait for a scheduler to answer, and for a first worker to join it.
-CONNECT_TIMEOUT = 20
-_ADDRESS = re.compile(r"^([a-z]+://.+|[\w.-]+:\d+)$")
 OnResult = Callable[[TaskResult], None]
-
-
-def _distributed() -> Any:
-    """The ``distributed`` package, or a one-line error saying how to install it."""
-    try:
-        import distributed
-    except ImportError:
-        raise NormstatsError("running on a Dask cluster needs dask.distributed: "
-                             "pip install 'normstats[distributed]'") from None
-    return distributed
-
-
-def is_distributed(scheduler: Any) -> bool:
-    """True for what names a cluster: an address, a scheduler file, a client or cluster.
-
-    Examples
-    --------
-    >>> is_distributed("tcp://127.0.0.1:8786"), is_distributed("processes")
-    (True, False)
-    """
-    if isinstance(scheduler, str):
-        return bool(_ADDRESS.match(scheduler)) or scheduler.endswith(".json")
-    return hasattr(scheduler, "scheduler_address") or (
-        hasattr(scheduler, "submit") and hasattr(scheduler, "scheduler_info"))
-
-
-@contextlib.contextmanager
-def connect(scheduler: Any) -> Iterator[Any]:
-    """A client for ``scheduler``: a `distributed.Client` (used as is and left open),
-    an address, a scheduler JSON file or a cluster object (connected, then closed).
-
-    The client is never made the process's default, so later ``dask.compute`` calls of
-    the caller keep their own scheduler.
-    """
-    Client = _distributed().Client  # noqa: N806 - the class, imported late
-
-    if isinstance(scheduler, Client):
-        yield scheduler
-        return
-    try:
-        if isinstance(scheduler, str) and scheduler.endswith(".json"):
-            client = Client(scheduler_file=scheduler, timeout=CONNECT_TIMEOUT,
-                            set_as_default=False)
-        else:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-    except OSError as error:
-        raise NormstatsError(f"cannot connect to the Dask scheduler: {error}",
-                             path=str(scheduler)) from None
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@contextlib.contextmanager
-def local_cluster(workers: int, threads_per_worker: int = 1) -> Iterator[Any]:
-    """A client of a throw-away cluster of ``workers`` processes on this machine.
-
-    Examples
-    --------
-    >>> with local_cluster(1) as client:                       # doctest: +SKIP
-    ...     normstats.compute("data/train", scheduler=client)
-    """
-    if workers < 1 or threads_per_worker < 1:
-        raise NormstatsError("a local cluster needs at least one worker and one thread each")
-    module = _distributed()
-    with dask.config.set({f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None}):
-        cluster = module.LocalCluster(
-            n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
-            host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-    with cluster, module.Client(cluster, set_as_default=False) as client:
-        yield client
 
 
 @dataclass
@@ -185,6 +101,7 @@ def run_on_cluster(source: Any, scheduler: Any, *, task_size: int | None = None,
     --------
     >>> import numpy as np
     >>> from normstats.sources import open_source
+    >>> from normstats.engine.cluster import local_cluster
     >>> with local_cluster(1) as client:                       # doctest: +SKIP
     ...     run_on_cluster(open_source(np.zeros((5, 2, 2, 1), np.uint8)), client).images
     5
@@ -192,35 +109,12 @@ def run_on_cluster(source: Any, scheduler: Any, *, task_size: int | None = None,
     times = StageTimes(listing=getattr(source, "walk_seconds", None))
     started = time.perf_counter()
     with connect(scheduler) as client:
-        times.threads = _wait_for_threads(client)
-        _warn_about_malloc_trim(client)
+        times.threads = wait_for_threads(client)
+        warn_about_malloc_trim(client)
         times.connect = time.perf_counter() - started
         tasks = source.tasks(task_size, times.threads)
         return run_distributed(client, tasks, None if bar is None else bar.on_result, bar,
                                times)
-
-
-def _wait_for_threads(client: Any) -> int:
-    try:
-        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
-    except TimeoutError:
-        raise NormstatsError(f"no Dask worker joined the scheduler {client.scheduler.address} "
-                             f"within {CONNECT_TIMEOUT} s; start workers with "
-                             "'dask worker ADDRESS'") from None
-    return sum(client.nthreads().values())
-
-
-def _malloc_trim_setting() -> str | None:
-    return os.environ.get(MALLOC_TRIM)
-
-
-def _warn_about_malloc_trim(client: Any) -> None:
-    """Say once per run when workers decode at half speed because of dask's malloc setting."""
-    settings = set(client.run(_malloc_trim_setting).values()) - {None}
-    if settings:
-        log.warning("normstats: the Dask workers run with %s=%s, which halves image "
-                    "decoding speed; start them with it unset (docs/distributed.md)",
-                    MALLOC_TRIM, ",".join(sorted(settings)))
 
 
 def run_distributed(client: Any, tasks: Sequence[Task], on_result: OnResult | None = None,

@@ -24,7 +24,7 @@ import dask
 from dask.callbacks import Callback
 from dask.delayed import Delayed, delayed
 
-from normstats.engine.distributed import is_distributed
+from normstats.engine.cluster import is_distributed
 from normstats.engine.progress import TASK_PREFIX, ProgressBar
 from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.maths import fused
@@ -159,7 +159,8 @@ class _Delivered(Callback):
 def _rerun_on_local_cluster(tasks: Sequence[Task], workers: int, bar: ProgressBar) -> Summary:
     """Run the unfinished ``tasks`` on a throw-away local cluster after a local worker died."""
     try:
-        from normstats.engine.distributed import local_cluster, run_distributed
+        from normstats.engine.cluster import local_cluster
+        from normstats.engine.distributed import run_distributed
     except ImportError:
         raise NormstatsError(WORKER_DIED) from None
     print("normstats: a decoding worker process died; running again on a local Dask "

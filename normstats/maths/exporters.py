@@ -25,9 +25,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from normstats.errors import InvalidOptionError
-from normstats.maths.stats import VARIANTS, DatasetStats
+from normstats.maths.variants import VARIANTS
+
+if TYPE_CHECKING:  # stats imports this module in DatasetStats.to
+    from normstats.maths.stats import DatasetStats
 
 __all__ = ["EXPORTERS", "FORMATS", "Constants", "constants", "export"]
 

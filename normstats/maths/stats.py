@@ -21,18 +21,11 @@ from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.exact import FIXED_BITS
 from normstats.maths.records import Skipped
 from normstats.maths.summary import Summary
+from normstats.maths.variants import VARIANTS
 
 __all__ = ["DatasetStats", "VARIANTS", "default_scale"]
 
 #: The std variants a user can choose for normalization, and what each one is.
-VARIANTS: dict[str, str] = {
-    "std": "pooled std over all pixels of the dataset (population, ddof 0)",
-    "std_ddof1": "pooled sample std over all pixels (ddof 1)",
-    "per_image_std": "mean over images of each image's own std (ddof 0)",
-    "per_image_std_ddof1": "mean over images of each image's sample std (ddof 1), "
-                           "what torch.std per image gives",
-    "rms_per_image_std": "square root of the mean per-image variance",
-}
 
 _PER_CHANNEL = ("mean", "std", "std_ddof1", "per_image_std", "per_image_std_ddof1",
                 "rms_per_image_std", "min", "max")

@@ -1,19 +1,14 @@
 """A folder of image files: walked once, decoded file by file in tasks.
 
-The walk is recursive and sorted (so results and task boundaries are reproducible),
-follows directory symlinks but never enters a directory twice (so symlink loops end),
-and counts a file reached through several hard or symbolic links once, naming the
-duplicates. Only files with an image extension are considered; their format is then
-detected from content against an allow-list.
+The walk (`normstats.sources.walk`) lists the files once; tasks of a few hundred files
+then decode them in order, each image reduced to its record as soon as it is decoded.
 """
 
 from __future__ import annotations
 
 import os
-from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -28,7 +23,6 @@ from normstats.maths.records import (
 )
 from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
 from normstats.sources.decoding.decode import (
-    IMAGE_EXTENSIONS,
     DecodedImage,
     DecodePolicy,
     Scratch,
@@ -36,9 +30,10 @@ from normstats.sources.decoding.decode import (
     decode_file,
 )
 from normstats.sources.file_list import FileEntry, FileList
-from normstats.sources.heap import release_free_memory
+from normstats.sources.walk import WalkResult, walk_images
 
-__all__ = ["FileEntry", "FileList", "FolderSource", "FolderTask", "ListedTask", "walk_images"]
+__all__ = ["FolderSource", "FolderTask", "ListedTask", "ListedFiles", "records_of_images",
+           "file_task_ranges"]
 
 #: Images with fewer values are stacked so one vectorised call serves many of them
 #: (a numpy call costs ~14 µs); bigger ones are reduced in place, saving the copy.
@@ -51,154 +46,6 @@ _TASK_FILES = 256
 #: Compressed bytes per task: ~200 files of 256² JPEG, ~1,500 of 32² PNG.
 _TASK_BYTES = 4 << 20
 
-_INT64 = np.iinfo(np.int64)
-
-
-@dataclass(frozen=True)
-class WalkResult:
-    """Files to decode, duplicates skipped, and how many non-image files were ignored.
-
-    ``files`` may be given as any sequence of `FileEntry`; it is kept as a `FileList`.
-    """
-
-    files: FileList
-    skipped: tuple[Skipped, ...]
-    ignored: int
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "files", FileList.of(self.files))
-
-
-def walk_images(root: str | os.PathLike) -> WalkResult:
-    """List the image files under ``root``, sorted, each physical file once.
-
-    Folders are visited in sorted order and a file reached through several links keeps
-    its first path in sorted order, so the listing is the same on every filesystem.
-
-    Examples
-    --------
-    >>> import tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a.png").write_bytes(b"x")
-    1
-    >>> [f.path for f in walk_images(d).files]
-    ['a.png']
-    """
-    root = Path(root)
-    prefix = len(os.path.join(str(root), ""))  # entry.path[prefix:] is the relative path
-    found = _Found()
-    skipped: list[Skipped] = []
-    seen_dirs: set[tuple[int, int]] = set()
-    ignored = 0
-    pending = [root]
-    while pending:
-        directory = pending.pop()
-        try:
-            info = directory.stat()
-        except OSError as error:  # a path longer than PATH_MAX, or removed during the walk
-            skipped.append(Skipped(os.path.relpath(directory, root) + os.sep,
-                                   f"cannot open folder: {error.strerror or error}"))
-            continue
-        if (info.st_dev, info.st_ino) in seen_dirs:
-            continue  # a symlink loop or a second link to a walked folder
-        seen_dirs.add((info.st_dev, info.st_ino))
-        subfolders = []
-        for entry in _scan(directory, root, skipped):
-            rel = entry.path[prefix:]  # os.path.relpath costs ~30 µs a file
-            if _is_dir(entry):
-                subfolders.append(Path(entry.path))
-            elif os.path.splitext(entry.name)[1].lower() not in IMAGE_EXTENSIONS:
-                ignored += 1
-            else:
-                _stat_file(entry, rel, found, skipped)
-        pending.extend(reversed(subfolders))
-    files = found.first_link_of_each_file(skipped)
-    del found
-    # The walk's temporaries (path strings, sort keys, index arrays) would otherwise stay
-    # resident, here and in every decoding worker forked later.
-    release_free_memory()
-    skipped.sort(key=lambda s: s.path)
-    return WalkResult(files, tuple(skipped), ignored)
-
-
-def _scan(directory: Path, root: Path, skipped: list[Skipped]) -> list[os.DirEntry]:
-    try:
-        with os.scandir(directory) as entries:
-            return sorted(entries, key=lambda e: e.name)
-    except OSError as error:
-        skipped.append(Skipped(os.path.relpath(directory, root) + os.sep,
-                               f"cannot list folder: {error.strerror or error}"))
-        return []
-
-
-def _is_dir(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=True)
-    except OSError:
-        return False
-
-
-def _stat_file(entry: os.DirEntry, rel: str, found: _Found, skipped: list[Skipped]) -> None:
-    try:
-        info = os.stat(entry.path)  # not entry.stat(): that keeps the result in the entry
-    except OSError as error:  # a dangling symlink, or a file deleted during the walk
-        skipped.append(Skipped(rel, f"cannot stat file: {error.strerror or error}"))
-        return
-    found.add(rel, info)
-
-
-class _Found:
-    """The files a walk has found, as columns: a path string and four machine integers
-    a file, not a tuple, a `FileEntry` and their int objects (~300 bytes more a file).
-    """
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        self.devices, self.inodes = array("Q"), array("Q")
-        self.sizes, self.mtimes = array("q"), array("q")
-
-    def add(self, rel: str, info: os.stat_result) -> None:
-        self.paths.append(rel)
-        self.devices.append(info.st_dev)
-        self.inodes.append(info.st_ino)
-        self.sizes.append(info.st_size)
-        try:
-            self.mtimes.append(info.st_mtime_ns)
-        except OverflowError:  # dated before 1677 or after 2262: saturate, it only keys caches
-            self.mtimes.append(_INT64.max if info.st_mtime_ns > 0 else _INT64.min)
-
-    def first_link_of_each_file(self, skipped: list[Skipped]) -> FileList:
-        """The files sorted by path, each physical file once: at its first path in that
-        order; its other paths go to ``skipped``.
-        """
-        paths = self.paths
-        order = np.array(sorted(range(len(paths)), key=paths.__getitem__), dtype=np.intp)
-        first = _first_of_each_identity(np.frombuffer(self.devices, np.uint64)[order],
-                                        np.frombuffer(self.inodes, np.uint64)[order])
-        is_first = first == np.arange(len(order))
-        for position in np.flatnonzero(~is_first).tolist():
-            skipped.append(Skipped(paths[order[position]],
-                                   f"same file as {paths[order[first[position]]]} (a hard "
-                                   "or symbolic link); counted once"))
-        kept = order[is_first]
-        return FileList.from_columns([paths[i] for i in kept.tolist()],
-                                     np.frombuffer(self.sizes, np.int64)[kept],
-                                     np.frombuffer(self.mtimes, np.int64)[kept])
-
-
-def _first_of_each_identity(devices: np.ndarray, inodes: np.ndarray) -> np.ndarray:
-    """For each file, the position of the first file with its (device, inode).
-
-    Examples
-    --------
-    >>> _first_of_each_identity(np.array([1, 1, 1], np.uint64), np.array([7, 8, 7], np.uint64))
-    array([0, 1, 0])
-    """
-    if not len(devices):
-        return np.zeros(0, np.intp)
-    # return_index sorts stably, so it gives each identity's first position
-    _, first, inverse = np.unique(np.stack([devices, inodes], axis=1), axis=0,
-                                  return_index=True, return_inverse=True)
-    return first[inverse.reshape(-1)]
 
 
 class ListedTask:

@@ -30,7 +30,8 @@ from normstats.sources.decoding.decode import (
     decode_bytes,
 )
 from normstats.sources.file_list import FileEntry, FileList
-from normstats.sources.folder import ListedFiles, ListedTask, WalkResult, records_of_images
+from normstats.sources.folder import ListedFiles, ListedTask, records_of_images
+from normstats.sources.walk import WalkResult
 
 __all__ = ["is_url", "local_path", "RemoteFolderSource", "RemoteFolderTask", "walk_url"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ import normstats
 from normstats.errors import NormstatsError
 from normstats.sources.cifar import open_cifar_python, open_records
 
-sys.path.insert(0, str(Path(__file__).parent))
 fw = importlib.import_module("format_writers")
 
 RGB = fw.images(5, 7, 32, 32, 3)

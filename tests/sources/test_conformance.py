@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import pickle
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from normstats.engine.pipeline import run
 from normstats.maths.stats import DatasetStats
 from normstats.sources import open_source
 
-sys.path.insert(0, str(Path(__file__).parent))
 fw = importlib.import_module("format_writers")
 
 RGB = fw.images(1, 12, 32, 32, 3)

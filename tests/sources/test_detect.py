@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,6 @@ import normstats
 from normstats.errors import NormstatsError
 from normstats.sources.detect import detect_format
 
-sys.path.insert(0, str(Path(__file__).parent))
 fw = importlib.import_module("format_writers")
 
 RGB = fw.images(7, 3, 32, 32, 3)

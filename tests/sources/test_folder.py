@@ -13,7 +13,8 @@ from PIL import Image
 
 import normstats
 from normstats import IncompatibleImagesError, UnreadableInputError
-from normstats.sources.folder import FolderSource, walk_images
+from normstats.sources.folder import FolderSource
+from normstats.sources.walk import walk_images
 
 
 def pillow_rgb(path: Path) -> np.ndarray:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import importlib
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,6 @@ import normstats
 from normstats.errors import NormstatsError
 from normstats.sources.idx import open_idx
 
-sys.path.insert(0, str(Path(__file__).parent))
 fw = importlib.import_module("format_writers")
 
 GRAY = fw.images(3, 10, 28, 28, 1)[..., 0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from normstats.errors import NormstatsError
 from normstats.sources.detect import open_format
 from normstats.sources.tar import TarSource, scan_shard
 
-sys.path.insert(0, str(Path(__file__).parent))
 fw = importlib.import_module("format_writers")
 
 RGB = fw.images(6, 9, 6, 5, 3)

@@ -9,7 +9,7 @@ an IEND at the very end, and no chunk except a few fixed-size ancillary ones tha
 neither decoder turns into pixels. Anything else (palettes, transparency chunks,
 16-bit or sub-byte samples, interlacing, text, damage, images over the pixel limit)
 returns None and goes through Pillow, so its pixels and its error messages are
-Pillow's. A differential fuzz test (tests/sources/test_png_fast.py) checks that a file
+Pillow's. A differential fuzz test (tests/sources/decoding/test_png_fast.py) checks that a file
 the fast path accepts is one Pillow decodes to the same pixels.
 """
 
@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - a dependency, but decoding must work w
     _imagecodecs = None
 
 if TYPE_CHECKING:
-    from normstats.sources.decoding.decode import DecodePolicy, Scratch
+    from normstats.sources.decoding.policy import DecodePolicy, Scratch
 
 __all__ = ["decode_png_fast", "plain_png_header", "PNG_SIGNATURE"]
 
@@ -161,7 +161,7 @@ def decode_png_fast(data: bytes, policy: DecodePolicy,
     --------
     >>> import io
     >>> from PIL import Image
-    >>> from normstats.sources.decoding.decode import DecodePolicy
+    >>> from normstats.sources.decoding.policy import DecodePolicy
     >>> buffer = io.BytesIO(); Image.new("L", (3, 2), 9).save(buffer, format="PNG")
     >>> decode_png_fast(buffer.getvalue(), DecodePolicy("RGB"))[0, 0].tolist()
     [9, 9, 9]

@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from normstats.sources.decoding import decode
-from normstats.sources.decoding.decode import DecodePolicy, decode_bytes, decode_jpeg_fast
+from normstats.sources.decoding import jpeg_fast
+from normstats.sources.decoding.decode import DecodePolicy, Scratch, decode_bytes, decode_jpeg_fast
 
-pytestmark = pytest.mark.skipif(decode._simplejpeg is None, reason="simplejpeg not installed")
+
+def test_simplejpeg_a_hard_dependency_is_importable():
+    """simplejpeg is a dependency: a broken install fails here instead of skipping."""
+    assert jpeg_fast._simplejpeg is not None
 
 
 def jpeg(image: Image.Image, **options) -> bytes:
@@ -65,13 +68,13 @@ def test_fast_path_applies_resize_and_crop_like_pillow(rng, monkeypatch):
     data = jpeg(Image.fromarray(rng.integers(0, 256, size=(40, 50, 3), dtype=np.uint8)))
     policy = DecodePolicy("RGB", resize=16, center_crop=12)
     fast = decode_bytes(data, "a.jpg", policy).pixels
-    monkeypatch.setattr(decode, "_simplejpeg", None)
+    monkeypatch.setattr(jpeg_fast, "_simplejpeg", None)
     pillow = decode_bytes(data, "a.jpg", policy).pixels
     assert fast.shape == (12, 12, 3) and np.array_equal(fast, pillow)
 
 
 def test_scratch_buffer_gives_the_same_pixels_and_is_reused(rng):
-    scratch = decode.Scratch()
+    scratch = Scratch()
     images = [jpeg(Image.fromarray(rng.integers(0, 256, size=(9, 7, 3), dtype=np.uint8)))
               for _ in range(2)]
     first = decode_bytes(images[0], "a.jpg", DecodePolicy(), scratch).pixels.copy()

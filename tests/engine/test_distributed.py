@@ -20,7 +20,8 @@ from distributed_cluster import running_cluster
 from PIL import Image
 
 import normstats
-from normstats.engine.distributed import CRASH_REASON, is_distributed
+from normstats.engine.cluster import is_distributed
+from normstats.engine.distributed import CRASH_REASON
 from normstats.sources import FolderSource, RemoteFolderSource, open_source
 from normstats_cli import main
 
@@ -127,7 +128,7 @@ def test_memory_url_names_unreadable_files():
 
 
 def test_an_unreachable_scheduler_is_a_one_line_error(monkeypatch):
-    monkeypatch.setattr("normstats.engine.distributed.CONNECT_TIMEOUT", 1)
+    monkeypatch.setattr("normstats.engine.cluster.CONNECT_TIMEOUT", 1)
     with pytest.raises(normstats.NormstatsError, match="cannot connect to the Dask scheduler"):
         normstats.compute(np.zeros((3, 2, 2, 1), np.uint8), scheduler="tcp://127.0.0.1:9")
 

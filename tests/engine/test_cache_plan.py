@@ -13,7 +13,7 @@ from normstats.engine.cache_plan import (
     needs_compaction,
     plan,
 )
-from normstats.sources.folder import FileEntry
+from normstats.sources.file_list import FileEntry
 
 
 def segment(name: str, entries: list[tuple[str, int, int]],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ from normstats.analyses.manifests import Reference, load_manifest
 from normstats.analyses.verify import check_reference, verify_stats
 from normstats_cli import main
 
-sys.path.insert(0, str(Path(__file__).parent / "sources"))
 fw = importlib.import_module("format_writers")
 
 def _photos(count: int) -> np.ndarray:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from normstats.analyses.manifests import (
 from normstats.errors import NormstatsError
 from normstats_cli import main
 
-sys.path.insert(0, str(Path(__file__).parent / "sources"))
 fw = importlib.import_module("format_writers")
 
 HEAD = '''name = "toy"

@@ -18,7 +18,10 @@ from normstats.sources.decoding import decode, png_fast
 from normstats.sources.decoding.decode import DecodePolicy, Scratch, decode_bytes
 from normstats.sources.decoding.png_fast import decode_png_fast, plain_png_header
 
-pytestmark = pytest.mark.skipif(png_fast._imagecodecs is None, reason="imagecodecs missing")
+
+def test_imagecodecs_a_hard_dependency_is_importable():
+    """imagecodecs is a dependency: a broken install fails here instead of skipping."""
+    assert png_fast._imagecodecs is not None
 
 MODES = ("RGB", "L", "RGBA", "keep")
 NATIVE = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}

@@ -1,0 +1,109 @@
+"""How files become pixels: the decode policy, the decoded image, a reusable buffer.
+
+The default policy, ``RGB``, is what torchvision's default loader feeds a model
+(``Image.open(p).convert("RGB")``). ``L`` and ``RGBA`` convert likewise. ``keep``
+keeps native channels and bit depth: 16-bit stays uint16 and float stays float.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from PIL import Image
+
+from normstats.errors import InvalidOptionError
+from normstats.sources.decoding.transforms import parse_size
+
+__all__ = ["DecodePolicy", "DecodedImage", "Scratch", "MODES", "ALLOWED_FORMATS",
+           "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS", "NATIVE_NAMES", "channel_names_for"]
+
+MODES = ("RGB", "L", "RGBA", "keep")
+ALLOWED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM")
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".dib", ".tif",
+                              ".tiff", ".webp", ".gif", ".ppm", ".pgm", ".pbm", ".pnm"})
+#: Pillow's own default limit, used unless ``--max-pixels`` says otherwise.
+DEFAULT_MAX_PIXELS = int(Image.MAX_IMAGE_PIXELS or 89_478_485)
+
+NATIVE_NAMES = {"L": ("L",), "LA": ("L", "A"), "RGB": ("R", "G", "B"),
+                 "RGBA": ("R", "G", "B", "A"), "CMYK": ("C", "M", "Y", "K")}
+
+
+@dataclass(frozen=True)
+class DecodePolicy:
+    """How files become pixels: the mode policy and the decompression-bomb limit.
+
+    Examples
+    --------
+    >>> DecodePolicy("RGB").mode
+    'RGB'
+    """
+
+    mode: str = "RGB"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    #: torchvision ``Resize(resize)`` then ``CenterCrop(center_crop)`` after the mode
+    #: conversion (`normstats.sources.decoding.transforms`): statistics of what the model sees.
+    resize: int | None = None
+    center_crop: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise InvalidOptionError(f"unknown mode {self.mode!r}; choose one of "
+                                     f"{', '.join(MODES)}")
+        if int(self.max_pixels) <= 0:
+            raise InvalidOptionError(f"max_pixels must be positive, got {self.max_pixels}")
+        parse_size(self.resize, "resize")
+        parse_size(self.center_crop, "center_crop")
+
+    def describe(self) -> str:
+        """The mode and any preprocessing, for reports: ``RGB, Resize(256), CenterCrop(224)``."""
+        steps = [self.mode]
+        if self.resize is not None:
+            steps.append(f"Resize({self.resize})")
+        if self.center_crop is not None:
+            steps.append(f"CenterCrop({self.center_crop})")
+        return ", ".join(steps)
+
+
+class DecodedImage(NamedTuple):
+    """Pixels (H, W, C) of one file and the names of their channels."""
+
+    pixels: np.ndarray
+    channel_names: tuple[str, ...]
+
+
+def channel_names_for(mode: str, channels: int) -> tuple[str, ...]:
+    """Channel names of pixels decoded under ``mode`` with ``channels`` channels.
+
+    Examples
+    --------
+    >>> channel_names_for("keep", 2)
+    ('L', 'A')
+    """
+    if mode != "keep":
+        return NATIVE_NAMES[mode]
+    return {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}[channels]
+
+
+class Scratch:
+    """A reusable output buffer for decoding: each decode into it overwrites the last.
+
+    Decoding a 256×256 image into fresh memory costs page faults on every call; a reader
+    that reduces each image before decoding the next can hand the decoder one buffer.
+
+    Examples
+    --------
+    >>> scratch = Scratch()
+    >>> scratch.take(12).shape
+    (12,)
+    """
+
+    def __init__(self) -> None:
+        self._buffer = np.empty(0, dtype=np.uint8)
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A writable uint8 view of ``nbytes`` bytes (growing the buffer when needed)."""
+        if self._buffer.size < nbytes:
+            self._buffer = np.empty(nbytes, dtype=np.uint8)
+        return self._buffer[:nbytes]

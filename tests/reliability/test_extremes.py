@@ -1,0 +1,66 @@
+"""Reliability matrix, part 5: dataset extremes, the cache, the local pool (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import numpy as np
+import pytest
+from oracle import assert_matches_oracle
+
+import normstats
+
+fw = importlib.import_module("format_writers")
+
+
+
+@pytest.mark.slow
+def test_uint16_at_its_maximum_past_int64_end_to_end():
+    """2.16e9 pixels at 65535: the pooled sum of squares passes 2**63 and stays exact
+    (a zero-stride array, so no memory is needed for it)."""
+    images = np.broadcast_to(np.uint16(65535), (33_000, 256, 256, 1))
+    stats = normstats.compute(images)
+    assert stats.pixels_per_channel * 65535**2 > 2**63
+    assert stats.mean == (1.0,) and stats.std == (0.0,) and stats.per_image_std == (0.0,)
+    assert stats.min == stats.max == (1.0,) and stats.images == 33_000
+
+
+def test_bit_flipped_cache_chunks_are_caught_by_the_digest(png_folder, tmp_path):
+    """Unlike a truncated chunk (tests/engine/test_cache.py), a flipped bit can still decompress;
+    the segment's SHA-256 digest catches it and the files are decoded again."""
+    root, images = png_folder
+    cache = tmp_path / "cache"
+    first = normstats.compute(root, cache=cache, workers=1)
+    chunks = [p for p in cache.rglob("*") if p.is_file() and "/c/" in p.as_posix()]
+    assert chunks
+    for chunk in chunks:
+        data = bytearray(chunk.read_bytes())
+        data[len(data) // 2] ^= 0x10
+        chunk.write_bytes(bytes(data))
+    again = normstats.compute(root, cache=cache, workers=1)
+    assert (again.images_decoded, again.images_cached) == (len(images), 0)
+    assert again == first
+    assert_matches_oracle(again, images, 255)
+
+
+def test_a_local_worker_killed_once_costs_a_rerun_not_the_run(png_folder, monkeypatch, capfd):
+    """When a forked pool worker dies, the run goes on on a local Dask cluster, which
+    retries tasks and isolates a file that kills every worker (that case, a file crashing
+    every worker, is tests/engine/test_distributed.py's poisoned-image test). The poisoned decoder
+    here kills forked pool workers only, so on the cluster every file decodes: exact."""
+    import normstats.sources.folder as folder_module
+
+    root, images = png_folder
+    parent, real = os.getpid(), folder_module.decode_file
+
+    def poisoned(path, policy, name=None, scratch=None, **options):
+        if path.endswith("013.png") and os.getpid() != parent:
+            os.kill(os.getpid(), 9)
+        return real(path, policy, name, scratch, **options)
+
+    monkeypatch.setattr(folder_module, "decode_file", poisoned)
+    stats = normstats.compute(root, workers=2, task_size=4, scheduler="processes", cache=False)
+    assert "running again on a local Dask cluster" in capfd.readouterr().err
+    assert stats.skipped == ()
+    assert_matches_oracle(stats, images, 255)

@@ -1,0 +1,105 @@
+"""Reliability matrix, part 3: the file system (docs/reliability.md, section 3)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+
+from click.testing import CliRunner
+from conftest import random_images
+from oracle import assert_matches_oracle
+from PIL import Image
+from reliability_helpers import (
+    compute_sync,
+    reasons,
+)
+
+import normstats
+import normstats.sources.decoding.decode as decode_module
+from normstats.sources.folder import FolderSource
+from normstats_cli import main
+
+fw = importlib.import_module("format_writers")
+
+
+
+def test_permission_denied_is_skipped_with_its_reason(png_folder, monkeypatch):
+    """The suite runs as root (chmod 000 does not stop it), so the decoder's open() is made
+    to fail as it would for another user; the sync scheduler keeps the patch in-process."""
+    root, images = png_folder
+    Image.new("RGB", (4, 4)).save(root / "locked.png")
+
+    real_open = os.open
+
+    def guarded_open(path, *args, **kwargs):
+        if str(path).endswith("locked.png"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(decode_module.os, "open", guarded_open)
+    stats = compute_sync(root)
+    assert reasons(stats) == {"locked.png": "permission denied"}
+    assert_matches_oracle(stats, images, 255)
+
+
+def test_file_deleted_between_listing_and_reading(png_folder):
+    root, images = png_folder
+    Image.new("RGB", (4, 4)).save(root / "fleeting.png")
+    source = FolderSource(root)  # lists the folder, fleeting.png included
+    (root / "fleeting.png").unlink()
+    stats = compute_sync(source)
+    assert reasons(stats) == {"fleeting.png": "file disappeared before it could be read"}
+    assert_matches_oracle(stats, images, 255)
+
+
+def test_non_utf8_file_names_are_used_and_reported(tmp_path, rng):
+    """Names that are not UTF-8 (Latin-1 here) are decoded and, when bad, named in the
+    report as Python spells them (surrogate escapes), JSON included."""
+    pixels = random_images(rng, 2)
+    root = os.fsencode(tmp_path)
+    for i, name in enumerate((b"caf\xe9.png", b"\xff\xfe.png")):
+        with open(os.path.join(root, name), "wb") as handle:
+            handle.write(fw.png_bytes(pixels[i]))
+    with open(os.path.join(root, b"bad\xe9.jpg"), "wb") as handle:
+        handle.write(b"not a jpeg")
+    result = CliRunner().invoke(main, ["compute", str(tmp_path), "--json", "--no-cache",
+                                       "--scheduler", "sync"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["skipped"] == [{"path": os.fsdecode(b"bad\xe9.jpg"), "reason":
+                                "not an image (content is none of PNG, JPEG, BMP, TIFF, WEBP, "
+                                "GIF, PPM)"}]
+    assert_matches_oracle(normstats.DatasetStats.from_dict(data), pixels, 255)
+
+
+def test_longest_file_name_and_a_folder_beyond_path_max(tmp_path, rng):
+    """A 255-byte name is an ordinary file; a folder nested past PATH_MAX (4096) cannot be
+    opened by path: it is named with the system's reason, not a crash of the walk."""
+    pixels = random_images(rng, 2)
+    longest = "n" * 251 + ".png"
+    Image.fromarray(pixels[0]).save(tmp_path / longest)
+    parent = os.open(tmp_path, os.O_RDONLY)
+    for _ in range(20):  # 20 x 251 characters: created relative to a descriptor
+        os.mkdir("d" * 250, dir_fd=parent)
+        child = os.open("d" * 250, os.O_RDONLY, dir_fd=parent)
+        os.close(parent)
+        parent = child
+    deep = os.open("deep.png", os.O_WRONLY | os.O_CREAT, dir_fd=parent)
+    os.write(deep, fw.png_bytes(pixels[1]))
+    os.close(deep)
+    os.close(parent)
+    stats = compute_sync(tmp_path)
+    ((path, reason),) = reasons(stats).items()
+    assert path.startswith("d" * 250 + "/") and path.endswith("/")
+    assert len(os.path.join(str(tmp_path), path)) > 4096
+    assert reason == "cannot open folder: File name too long"
+    assert_matches_oracle(stats, pixels[:1], 255)
+
+
+def test_dangling_symlink_is_named(png_folder):
+    root, images = png_folder
+    os.symlink(root / "nowhere.png", root / "ghost.png")
+    stats = compute_sync(root)
+    assert reasons(stats) == {"ghost.png": "cannot stat file: No such file or directory"}
+    assert_matches_oracle(stats, images, 255)

@@ -1,0 +1,68 @@
+"""Helpers shared by the reliability tests (tests/reliability/): encoders and checks."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import numpy as np
+from PIL import Image
+
+import normstats
+from normstats.sources.decoding.decode import ALLOWED_FORMATS
+
+
+def encode(image: Image.Image, fmt: str, **options) -> bytes:
+    """The bytes of ``image`` saved as ``fmt``."""
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+def pillow(data: bytes, mode: str = "RGB") -> np.ndarray:
+    """What Pillow decodes from ``data`` (no LOAD_TRUNCATED_IMAGES), as (H, W, C)."""
+    with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as image:
+        pixels = np.asarray(image.convert(mode))
+    return pixels[:, :, None] if pixels.ndim == 2 else pixels
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + \
+        struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A valid PNG signature and IHDR claiming ``width`` x ``height``, and no pixel data."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header) + png_chunk(b"IEND", b"")
+
+
+def png_16bit_rgb(pixels: np.ndarray) -> bytes:
+    """A 16-bit RGB PNG written by hand (Pillow cannot write one)."""
+    h, w, _ = pixels.shape
+    raw = b"".join(b"\x00" + pixels[y].astype(">u2").tobytes() for y in range(h))
+    header = struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header) + \
+        png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b"")
+
+
+def reasons(stats: normstats.DatasetStats) -> dict[str, str]:
+    """Skipped path -> reason, checking every reason is one plain line."""
+    out = {s.path: s.reason for s in stats.skipped}
+    for path, reason in out.items():
+        assert reason and "\n" not in reason and "Traceback" not in reason, (path, reason)
+        assert " at 0x" not in reason, (path, reason)  # no object reprs: say it in words
+    return out
+
+
+def photo(rng: np.random.Generator, height: int = 40, width: int = 50) -> Image.Image:
+    """A smooth-ish RGB image, so lossy and compressed files are not trivially small."""
+    ramp = np.arange(width, dtype=np.int64)[None, :, None] * 4
+    noise = rng.integers(0, 40, size=(height, width, 3))
+    return Image.fromarray(((ramp + noise) % 256).astype(np.uint8))
+
+
+def compute_sync(root, **options) -> normstats.DatasetStats:
+    """One process: fast, and monkeypatches reach the decoder."""
+    return normstats.compute(root, scheduler="sync", cache=False, **options)
