@@ -1,11 +1,12 @@
 """What feature scaling buys gradient descent: condition numbers of XᵀX/n.
 
 For least squares on features x ∈ R^d, the Hessian is H = (1/n) Σ x xᵀ, and gradient
-descent converges at a rate set by its condition number λmax/λmin (seeds 003). With
-income in dollars ~ N(3000, 400²) and height in inches ~ N(69, 3²), κ(H) ≈ 10⁵ (the
-seed's sample shows 9.2·10⁴; the population value is 9.95·10⁴, and the small eigenvalue
-moves a lot from sample to sample); standardizing each feature makes H the correlation
-matrix, κ ≈ 1; min-max scaling lands in between (the features stay uncentred).
+descent converges at a rate set by its condition number λmax/λmin (Shusen Wang, "Feature
+Scaling for Linear Models"). With income in dollars ~ N(3000, 400²) and height in inches
+~ N(69, 3²), κ(H) ≈ 10⁵ (one sample in those slides shows 9.2·10⁴; the population value is
+9.95·10⁴, and the small eigenvalue moves a lot from sample to sample); standardizing each
+feature makes H the correlation matrix, κ ≈ 1; min-max scaling lands in between (the
+features stay uncentred).
 
 Everything follows from one streaming pass: per-feature mean, min, max and the
 covariance (accumulated around the first row, so large offsets do not cancel):
@@ -136,4 +137,4 @@ def render_conditioning(result: Conditioning, source: str = "") -> str:
         f"    min-max to [0, 1]    {result.min_max:12.4g}",
         f"    standardized         {result.standardized:12.4g}",
         "  gradient descent needs ~κ iterations per digit of accuracy: standardize when the "
-        "raw number is large (seeds 003: 9.2e4 for dollars and inches, ~1 after)."])
+        "raw number is large (income in dollars and height in inches: ~1e5, ~1 after)."])

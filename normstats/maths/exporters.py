@@ -2,7 +2,7 @@
 
 One small pure function per framework turns `DatasetStats` into text; `EXPORTERS` maps
 format names to them and `export` (or `DatasetStats.to`) picks one. The conventions
-(DESIGN §6):
+(what each framework's documentation asks for):
 
 =================  ==========================================================================
 torchvision, timm  mean and std in the reported scale ([0, 1] for integer images), RGB

@@ -3,7 +3,7 @@
 For 8- and 16-bit images a histogram with one bin per possible value (256 or 65,536)
 is exact and mergeable (integer counts), so the 0.5th/99.5th percentiles of a whole
 dataset come out exactly as ``numpy.percentile`` would give on all its pixels, without
-holding them: the robust range for min-max scaling with outliers (seeds 003). It is
+holding them: the robust range for min-max scaling when a few pixels are outliers. It is
 an optional accumulator, computed only when asked (`normstats.engine.histogram_run`).
 """
 

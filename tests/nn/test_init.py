@@ -91,7 +91,7 @@ def test_kaiming_bound_and_std_match_torch(torch: Any, shape: tuple, mode: str,
     assert std == pytest.approx(torch_scale(torch, normal, big, "normal"), rel=1e-12)
 
 
-def test_formulas_against_the_seeds() -> None:
+def test_formulas_against_the_published_variances() -> None:
     # eqs. 1.31, 1.32, 1.40, 1.41 and 1.46 written out for a 3x3 conv, 16 -> 32 channels.
     shape = (32, 16, 3, 3)
     n_in, n_out = 16 * 9, 32 * 9

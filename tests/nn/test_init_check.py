@@ -1,4 +1,4 @@
-"""The seeds' Fig. 1.2 claim, reproduced: Xavier vanishes through ReLU, Kaiming does not."""
+"""Xavier's forward variance vanishes through deep ReLU nets, Kaiming's does not: reproduced."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_xavier_forward_variance_vanishes_by_about_half_per_layer(default_run) -
     v = default_run.curves["xavier"]
     assert v.forward[-1] / default_run.input_var < 1e-6
     per_layer = (v.forward[1:] / v.forward[:-1])
-    assert 0.4 < np.exp(np.log(per_layer).mean()) < 0.6  # geometric mean: seeds eq. 1.36
+    assert 0.4 < np.exp(np.log(per_layer).mean()) < 0.6  # geometric mean: Var halves per ReLU layer
     assert v.backward[0] / default_run.top_grad_var < 1e-6  # and so do its gradients
 
 

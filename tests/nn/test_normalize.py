@@ -12,7 +12,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from normstats.errors import NormstatsError
 from normstats.nn import Normalize, fold_into_first_layer
 
-MEAN = (0.49140105, 0.48215663, 0.44653168)  # CIFAR-10, seeds eq. 1.19-1.20
+MEAN = (0.49140105, 0.48215663, 0.44653168)  # CIFAR-10 training-set mean (published)
 STD = (0.24703284, 0.24348499, 0.26158834)
 STATS = SimpleNamespace(channels=("R", "G", "B"), mean=MEAN, std=STD,
                         per_image_std=(0.20220193, 0.19931635, 0.20086373), scale=255.0)
