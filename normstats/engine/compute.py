@@ -26,14 +26,18 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
             on_result: Callable[[TaskResult], None] | None = None,
             format: str | None = None,
             cache: str | os.PathLike | bool | None = None,
-            resize: int | None = None, center_crop: int | None = None) -> DatasetStats:
+            resize: int | None = None, center_crop: int | None = None,
+            image_key: str | None = None) -> DatasetStats:
     """Exact per-channel normalization constants of a dataset, in every variant.
 
     Parameters
     ----------
-    data : str, os.PathLike, numpy.ndarray, zarr array or iterable
-        A folder of images, a ``.npy`` file, a zarr array (path or object), an array,
-        or any iterable of images or ``(image, label)`` tuples (a PyTorch ``Dataset``).
+    data : str, os.PathLike, numpy.ndarray, zarr array, dataset or iterable
+        A folder of images, a ``.npy`` file, a zarr array (path or object), an array;
+        a map-style dataset (``__len__`` and ``__getitem__``: a PyTorch ``Dataset``,
+        ``Subset``, ``ConcatDataset``, a list of arrays) read by index in parallel tasks;
+        a ``DataLoader`` (its batches split into images); or any iterable of images,
+        ``(image, label)`` tuples or dicts. PIL images are converted to ``mode``.
     mode : {"RGB", "L", "RGBA", "keep"}
         Decode policy for image files; "RGB" matches torchvision's default loader,
         "keep" keeps native channels and bit depth (16-bit stays 16-bit).
@@ -63,6 +67,9 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
         Statistics of what the model sees: torchvision's ``Resize(resize)`` (shorter side,
         antialiased bilinear) then ``CenterCrop(center_crop)`` on each decoded image file
         (see `normstats.sources.decoding.transforms`); the cache keys on them.
+    image_key : str, optional
+        Which key of dict items holds the image (default: the first of ``image``,
+        ``img``, ``pixel_values``, ``pixels``, ``x``, ``input`` present).
 
     Returns
     -------
@@ -85,7 +92,8 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
     if on_error not in ON_ERROR:
         raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
-                         fail_fast=on_error == "fail", channel_names=channels, format=format)
+                         fail_fast=on_error == "fail", channel_names=channels, format=format,
+                         image_key=image_key)
     source = transformed_source(source, resize, center_crop)
     outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
                          task_size=task_size, progress=progress, on_result=on_result)

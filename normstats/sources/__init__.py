@@ -18,19 +18,24 @@ from normstats.sources.base import Source, Task, TaskResult
 from normstats.sources.decoding.decode import DecodePolicy
 from normstats.sources.detect import detect_format, open_format
 from normstats.sources.folder import FolderSource
-from normstats.sources.iterable import IterableSource
+from normstats.sources.image_folder import ImageFolderFiles, plain_image_folder
+from normstats.sources.iterable import IterableSource, is_data_loader
+from normstats.sources.mapped import MappedSource, is_map_style
 from normstats.sources.npz import split_member
 from normstats.sources.remote import RemoteFolderSource, is_url, local_path
 
 __all__ = ["open_source", "Source", "Task", "TaskResult", "FolderSource", "ArraySource",
-           "IterableSource", "RemoteFolderSource", "DecodePolicy"]
+           "IterableSource", "MappedSource", "RemoteFolderSource", "DecodePolicy"]
 
 
 def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
                 max_pixels: int | None = None, fail_fast: bool = False,
                 channel_names: tuple[str, ...] | None = None,
-                format: str | None = None) -> Source | IterableSource:
-    """The source for ``data``: a path (folder, ``.npy``, zarr), an array or an iterable.
+                format: str | None = None,
+                image_key: str | None = None) -> Source | IterableSource:
+    """The source for ``data``: a path (folder, ``.npy``, zarr), an array, a map-style
+    dataset (``__len__`` and ``__getitem__``: read by index in parallel tasks), a
+    ``DataLoader`` (read batch by batch) or any other iterable of images.
 
     A URL (``memory://``, ``s3://bucket/train``, ...) names a folder read through fsspec
     (`RemoteFolderSource`); ``file://`` URLs are plain local paths.
@@ -65,10 +70,16 @@ def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
         return ArraySource(path, layout=layout, channel_names=channel_names)
     if isinstance(data, np.ndarray) or _is_array_like(data):
         return ArraySource(data, layout=layout, channel_names=channel_names)
+    if is_map_style(data) and not is_data_loader(data):
+        if plain_image_folder(data, mode):
+            return ImageFolderFiles(data, fail_fast=fail_fast, max_pixels=max_pixels)
+        return MappedSource(data, mode=mode, layout=layout, image_key=image_key,
+                            fail_fast=fail_fast)
     if isinstance(data, Iterable):
-        return IterableSource(data, layout=layout)
+        return IterableSource(data, layout=layout, mode=mode, image_key=image_key)
     raise NormstatsError(f"cannot compute statistics of a {type(data).__name__}: pass a folder, "
-                         "a .npy or zarr path, an array, or an iterable of images")
+                         "a .npy or zarr path, an array, a dataset (with __len__ and "
+                         "__getitem__) or an iterable of images")
 
 
 def _is_zarr(path: str) -> bool:

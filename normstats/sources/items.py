@@ -1,0 +1,120 @@
+"""One dataset item to (H, W, C) pixels: PIL images, numpy arrays, torch tensors, in tuples
+or dicts, and batches as a ``DataLoader`` yields them.
+
+Layouts: PIL images are HWC; torch tensors are CHW (torchvision's ``ToTensor``); numpy
+arrays are HW, HWC when the last axis has 1, 3 or 4 entries, else CHW when the first does.
+``layout="HWC"`` or ``"CHW"`` overrides for every item. PIL images are converted to
+``mode`` as torchvision's loader does (``convert("RGB")``), so a list mixing L and RGB images
+works; 16-bit and float PIL images are never clipped to 8 bits (use ``mode="keep"``).
+Arrays and tensors are taken as they are: float tensors from ``ToTensor()`` are reported in
+their own units ([0, 1]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from normstats.errors import InvalidOptionError, UnreadableInputError
+from normstats.maths.records import default_channel_names
+from normstats.sources.decoding.pillow_pixels import decoded_channel_names, pixels_under_mode
+from normstats.sources.decoding.policy import DecodedImage
+
+__all__ = ["item_pixels", "batch_items", "IMAGE_KEYS"]
+
+#: Keys a dict item's image is looked up under when ``image_key`` is not given.
+IMAGE_KEYS = ("image", "img", "pixel_values", "pixels", "x", "input")
+
+
+def item_pixels(item: Any, layout: str | None = None, mode: str = "keep",
+                image_key: str | None = None) -> DecodedImage:
+    """The (H, W, C) pixels of one dataset item and their channel names.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> item_pixels((np.zeros((3, 8, 9), np.float32), 7)).pixels.shape
+    (8, 9, 3)
+    >>> item_pixels({"image": np.zeros((4, 4), np.uint8), "label": 1}).pixels.shape
+    (4, 4, 1)
+    """
+    item = _image_of(item, image_key)
+    if hasattr(item, "getbands") and hasattr(item, "mode"):  # a PIL image
+        return _pil_pixels(item, mode, layout)
+    if type(item).__module__.startswith("torch"):
+        pixels, layout = item.detach().cpu().numpy(), layout or "CHW"
+    else:
+        pixels = np.asarray(item)
+    if pixels.dtype == object:
+        raise UnreadableInputError(f"an item of type {type(item).__name__} is not an image")
+    pixels = _to_hwc(pixels, layout)
+    return DecodedImage(pixels, default_channel_names(pixels.shape[2]))
+
+
+def _image_of(item: Any, image_key: str | None) -> Any:
+    if isinstance(item, Mapping):
+        if image_key is not None:
+            if image_key not in item:
+                raise InvalidOptionError(f"item has no key {image_key!r} (keys: "
+                                         f"{', '.join(map(str, item))})")
+            return item[image_key]
+        for key in IMAGE_KEYS:
+            if key in item:
+                return item[key]
+        raise InvalidOptionError(f"cannot tell which key of a dict item holds the image "
+                                 f"(keys: {', '.join(map(str, item))}); name it with "
+                                 "image_key=")
+    if isinstance(item, tuple | list) and item:
+        return item[0]  # (image, label, ...), as datasets return them
+    return item
+
+
+def _pil_pixels(image: Any, mode: str, layout: str | None) -> DecodedImage:
+    if layout not in (None, "HWC"):
+        raise InvalidOptionError(f"PIL images are HWC; layout={layout!r} does not apply")
+    pixels = pixels_under_mode(image, b"", mode, "item")
+    names = decoded_channel_names(image.mode, mode, pixels.shape[2]) if mode == "keep" \
+        else decoded_channel_names(mode, mode, pixels.shape[2])
+    return DecodedImage(pixels, names)
+
+
+def _to_hwc(pixels: np.ndarray, layout: str | None) -> np.ndarray:
+    if pixels.ndim == 2:
+        return pixels[:, :, None]
+    if pixels.ndim == 4:
+        raise InvalidOptionError(
+            f"an item of shape {pixels.shape} looks like a batch (N, C, H, W), not one "
+            "image: pass the DataLoader itself (its batches are split into images) or "
+            "the dataset it wraps")
+    if pixels.ndim != 3:
+        raise InvalidOptionError(f"an image item must be 2-d or 3-d, got shape {pixels.shape}")
+    if layout is None:
+        layout = "HWC" if pixels.shape[-1] in (1, 3, 4) or pixels.shape[0] not in (1, 3, 4) \
+            else "CHW"
+    if layout not in ("HWC", "CHW"):
+        raise InvalidOptionError(f"layout for image items must be HWC or CHW, got {layout!r}")
+    return pixels if layout == "HWC" else pixels.transpose(1, 2, 0)
+
+
+def batch_items(batch: Any, image_key: str | None = None) -> Iterator[Any]:
+    """The images of one ``DataLoader`` batch: ``(N, C, H, W)``, ``(images, labels)`` or a
+    dict of batched fields, one (C, H, W) image at a time.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [x.shape for x in batch_items((np.zeros((2, 3, 4, 5)), np.array([0, 1])))]
+    [(3, 4, 5), (3, 4, 5)]
+    """
+    images = _image_of(batch, image_key)
+    if isinstance(images, list | tuple):  # collate kept a list (PIL images, odd sizes)
+        yield from images
+        return
+    shape = getattr(images, "shape", None)
+    if shape is None or len(shape) not in (3, 4):
+        raise InvalidOptionError(
+            f"a DataLoader batch should hold (N, C, H, W) or (N, H, W) images, got "
+            f"{type(images).__name__} of shape {shape}")
+    yield from (images[i] for i in range(shape[0]))
