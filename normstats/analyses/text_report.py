@@ -43,13 +43,32 @@ def normalize_line(stats: DatasetStats, variant: str = "std", digits: int = 6) -
             f"std={fmt(stats.variant(variant))})")
 
 
+def scaler_line(stats: DatasetStats, digits: int = 6) -> str:
+    """scikit-learn ``StandardScaler``'s fitted attributes for vector data: ``mean_``,
+    ``scale_`` (the ddof-0 std, 1.0 where it is 0, as scikit-learn sets it) and ``var_``.
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> scaler_line(normstats.compute(np.array([[1.0, 5.0], [3.0, 5.0]])))
+    'StandardScaler: mean_=[2.0, 5.0], scale_=[1.0, 1.0], var_=[1.0, 0.0]'
+    """
+    def fmt(values: tuple[float, ...]) -> str:
+        return "[" + ", ".join(f"{round(v, digits)!r}" for v in values) + "]"
+
+    scale = tuple(v if v != 0 else 1.0 for v in stats.std)
+    return (f"StandardScaler: mean_={fmt(stats.mean)}, scale_={fmt(scale)}, "
+            f"var_={fmt(tuple(v * v for v in stats.std))}")
+
+
 def _header(stats: DatasetStats) -> list[str]:
     scale = f"scale {stats.scale:g}" + (" (values shown in [0, 1])" if stats.scale != 1 else "")
     unit = "vectors" if stats.kind == "vectors" else "images"
-    per = "values per feature" if stats.kind == "vectors" else "pixels per channel"
+    per = "pixels per channel"
+    size = f"{stats.pixels_per_channel:,} {per}" if stats.kind == "images" else \
+        f"{len(stats.channels):,} features"
     lines = [f"normstats: {printable(stats.source)}",
-             f"  {stats.images:,} {unit}, {stats.pixels_per_channel:,} {per}, "
-             f"{stats.dtype}, {scale}, mode {stats.mode}"]
+             f"  {stats.images:,} {unit}, {size}, {stats.dtype}, {scale}, mode {stats.mode}"]
     if stats.images_cached or stats.images_decoded:  # folders: what the record cache answered
         lines.append(f"  {stats.images_cached:,} file(s) from the cache, "
                      f"{stats.images_decoded:,} decoded")
@@ -63,12 +82,16 @@ def _table(stats: DatasetStats) -> list[str]:
     if stats.per_image_std_ddof1 is not None:
         columns.append(("per-image std ddof1", stats.per_image_std_ddof1))
     columns += [("min", stats.min), ("max", stats.max)]
+    if stats.counts is not None and len(set(stats.counts)) > 1:
+        columns.append(("values", tuple(float(c) for c in stats.counts)))
     name_width = max(7, *(len(c) for c in stats.channels))
     widths = [max(10, len(title)) for title, _ in columns]
     lines = ["  " + "channel".ljust(name_width) + "".join(
         f"  {title:>{w}}" for (title, _), w in zip(columns, widths))]
     for index, channel in enumerate(stats.channels):
-        cells = "".join(f"  {values[index]:>{w}.4f}" for (_, values), w in zip(columns, widths))
+        cells = "".join(f"  {values[index]:>{w}.4f}" if title != "values" else
+                        f"  {int(values[index]):>{w},}"
+                        for (title, values), w in zip(columns, widths))
         lines.append("  " + channel.ljust(name_width) + cells)
     return lines
 
@@ -89,6 +112,12 @@ def render_report(stats: DatasetStats, variant: str = "std") -> str:
     lines = _header(stats) + [""] + _table(stats) + [""]
     if stats.kind == "images":
         lines += [STD_EXPLANATION, ""]
-    lines.append(normalize_line(stats, variant))
+    if stats.kind == "vectors":
+        lines.append(scaler_line(stats))
+        if stats.counts is not None and len(set(stats.counts)) > 1:
+            lines.append("(NaN values are left out per feature, as StandardScaler does; "
+                         "'values' counts what each feature kept)")
+    else:
+        lines.append(normalize_line(stats, variant))
     skipped = render_skipped(stats)
     return "\n".join(lines + ([""] + skipped if skipped else []))

@@ -8,9 +8,11 @@ from dataclasses import replace
 from typing import Any
 
 from normstats.engine.cache_run import run_source
+from normstats.engine.vectors_run import compute_vectors
 from normstats.errors import InvalidOptionError
 from normstats.maths.stats import DatasetStats
 from normstats.sources import open_source
+from normstats.sources.arrays import ArraySource
 from normstats.sources.base import TaskResult
 from normstats.sources.decoding.transforms import transformed_source
 
@@ -44,8 +46,11 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
     layout : str, optional
         Array layout ("NHWC", "NCHW", "NHW", "NC", ...); detected when omitted.
     scale : float, optional
-        Divisor for the reported values; default the dtype maximum for integer data
-        (255, 65535) and 1 for floats.
+        Divisor for the reported values; default the dtype maximum for integer images
+        (255, 65535) and 1 for floats and for vector data (raw units, as scikit-learn).
+        Vector data (N, d) gets per-feature statistics: NaN is ignored per feature
+        (``stats.counts`` says how many values each feature kept) and infinite values
+        are skipped and named by row and column (an error with ``on_error="fail"``).
     channels : tuple of str, optional
         Channel names (default R, G, B for decoded colour images; c0, c1, ... for arrays).
     on_error : {"skip", "fail"}
@@ -94,6 +99,9 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
                          fail_fast=on_error == "fail", channel_names=channels, format=format,
                          image_key=image_key)
+    if source.kind == "vectors" and isinstance(source, ArraySource):
+        return compute_vectors(source, fail_on_inf=on_error == "fail", channels=channels,
+                               scale=scale)
     source = transformed_source(source, resize, center_crop)
     outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
                          task_size=task_size, progress=progress, on_result=on_result)

@@ -22,6 +22,7 @@ from normstats.maths.exact import FIXED_BITS
 from normstats.maths.records import Skipped
 from normstats.maths.summary import Summary
 from normstats.maths.variants import VARIANTS
+from normstats.maths.vectors import VectorSummary
 
 __all__ = ["DatasetStats", "VARIANTS", "default_scale"]
 
@@ -82,6 +83,8 @@ class DatasetStats:
     kind: str = "images"
     source: str = ""
     skipped: tuple[Skipped, ...] = field(default_factory=tuple)
+    #: Values used per feature of vector data, where NaN leaves some out (None for images).
+    counts: tuple[int, ...] | None = None
     #: Image files answered by the record cache / decoded in this run (see docs/cache.md).
     #: How a result was obtained, not what it is: left out of ``==``.
     images_cached: int = field(default=0, compare=False)
@@ -116,6 +119,37 @@ class DatasetStats:
                    skipped=summary.skipped, images=summary.images,
                    pixels_per_channel=summary.moments.count)
 
+    @classmethod
+    def from_vectors(cls, summary: VectorSummary, *, channels: tuple[str, ...] | None = None,
+                     scale: float | None = None, mode: str = "NC",
+                     source: str = "") -> DatasetStats:
+        """Per-feature constants of vector data; raw units by default, as scikit-learn.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from normstats.maths.vectors import summarize_vectors
+        >>> s = DatasetStats.from_vectors(summarize_vectors(np.array([[1, 2], [3, 2]])))
+        >>> s.mean, s.std, s.counts
+        ((2.0, 2.0), (1.0, 0.0), (2, 2))
+        """
+        scale = 1.0 if scale is None else parse_scale(scale)
+        done = summary.finalize(scale)
+        names = tuple(channels) if channels else tuple(f"c{j}" for j in
+                                                       range(len(summary.features)))
+        if len(names) != len(summary.features):
+            raise InvalidOptionError(f"{len(names)} channel names given for "
+                                     f"{len(summary.features)} features")
+        ddof1 = done["variance_ddof1"]
+        return cls(channels=names, mean=done["mean"],
+                   std=tuple(math.sqrt(v) for v in done["variance"]),
+                   std_ddof1=None if None in ddof1 else tuple(math.sqrt(v) for v in ddof1),
+                   per_image_std=None, per_image_std_ddof1=None, rms_per_image_std=None,
+                   min=done["min"], max=done["max"], images=summary.rows,
+                   pixels_per_channel=summary.rows, dtype=summary.dtype, scale=scale,
+                   mode=mode, kind="vectors", source=source, skipped=summary.skipped,
+                   counts=done["counts"])
+
     def variant(self, name: str) -> tuple[float, ...]:
         """The std variant ``name`` (see `VARIANTS`), with a clear error if unavailable."""
         if name not in VARIANTS:
@@ -131,7 +165,7 @@ class DatasetStats:
         """A JSON-ready dict; `from_dict` restores an equal object (floats round-trip)."""
         data = asdict(self)
         data["skipped"] = [s.to_dict() for s in self.skipped]
-        for name in ("channels", *_PER_CHANNEL):
+        for name in ("channels", "counts", *_PER_CHANNEL):
             if data[name] is not None:
                 data[name] = list(data[name])
         return data
@@ -140,7 +174,7 @@ class DatasetStats:
     def from_dict(cls, data: dict[str, Any]) -> DatasetStats:
         """Rebuild from `to_dict` output (or the CLI's ``--json``)."""
         values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        for name in ("channels", *_PER_CHANNEL):
+        for name in ("channels", "counts", *_PER_CHANNEL):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         values["skipped"] = tuple(Skipped.from_dict(s) for s in data.get("skipped", ()))

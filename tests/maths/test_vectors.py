@@ -1,0 +1,123 @@
+"""Vector data as scikit-learn users expect it: NaN per feature, exact integers, raw units.
+
+Oracles: scikit-learn's ``StandardScaler`` (NaN ignored per feature), and Python ints /
+``fractions.Fraction`` where float64 cannot hold the answer (int64 values near 2**62).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from sklearn.preprocessing import StandardScaler
+
+import normstats
+from normstats.engine.vectors_run import compute_vectors
+from normstats.sources.arrays import ArraySource
+from normstats_cli import main
+
+
+def exact_mean_var(column: list[int | float]) -> tuple[Fraction, Fraction]:
+    values = [Fraction(v) for v in column]
+    mean = sum(values, Fraction(0)) / len(values)
+    return mean, sum(((v - mean) ** 2 for v in values), Fraction(0)) / len(values)
+
+
+@pytest.fixture
+def table(rng) -> np.ndarray:
+    x = rng.normal([10.0, -3.0, 1e6], [2.0, 0.5, 3.0], size=(500, 3))
+    x[rng.random(x.shape) < 0.1] = np.nan
+    x[7, 0] = np.nan  # a NaN in column 0 must not touch the other columns of row 7
+    return x
+
+
+def test_nan_is_ignored_per_feature_like_standard_scaler(table):
+    stats = normstats.compute(table)
+    scaler = StandardScaler().fit(table)
+    np.testing.assert_allclose(stats.mean, scaler.mean_, rtol=1e-13)
+    np.testing.assert_allclose(np.square(stats.std), scaler.var_, rtol=1e-12)
+    assert stats.counts == tuple(int(n) for n in scaler.n_samples_seen_)
+    for j in range(3):
+        column = table[:, j][~np.isnan(table[:, j])].tolist()
+        mean, var = exact_mean_var(column)
+        assert stats.mean[j] == pytest.approx(float(mean), rel=1e-15)
+        assert stats.std[j] == pytest.approx(math.sqrt(float(var)), rel=1e-12)
+
+
+def test_a_nan_in_one_column_leaves_the_others_unchanged(rng):
+    clean = rng.normal(size=(500, 3))
+    dirty = clean.copy()
+    dirty[3, 0] = np.nan
+    a, b = normstats.compute(clean), normstats.compute(dirty)
+    assert a.mean[1:] == b.mean[1:] and a.std[1:] == b.std[1:]
+    assert b.counts == (499, 500, 500)
+
+
+def test_int64_near_2_62_is_exact_where_float64_conversion_is_not(rng):
+    x = (2**62 - rng.integers(0, 600, size=(200, 2))).astype(np.int64)
+    stats = normstats.compute(x)
+    assert stats.scale == 1.0 and stats.dtype == "int64"
+    for j in range(2):
+        mean, var = exact_mean_var([int(v) for v in x[:, j]])
+        assert stats.mean[j] == float(mean)
+        assert stats.std[j] == math.sqrt(float(var))
+        naive = x[:, j].astype(np.float64)
+        assert abs(naive.std() - math.sqrt(float(var))) / math.sqrt(float(var)) > 0.05
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint32, np.uint64])
+def test_every_integer_width_in_raw_units_like_standard_scaler(rng, dtype):
+    info = np.iinfo(dtype)
+    x = rng.integers(max(info.min, -1000), min(info.max, 1000), size=(300, 4)).astype(dtype)
+    stats = normstats.compute(x)
+    scaler = StandardScaler().fit(x.astype(np.float64))
+    assert stats.scale == 1.0
+    np.testing.assert_allclose(stats.mean, scaler.mean_, rtol=1e-14)
+    np.testing.assert_allclose(stats.std, scaler.scale_, rtol=1e-14)
+
+
+def test_infinite_values_are_named_by_row_and_column_or_fatal():
+    x = np.array([[1.0, 2.0], [np.inf, 3.0], [4.0, -np.inf]])
+    stats = normstats.compute(x)
+    assert [(s.path.split("[")[-1], s.reason) for s in stats.skipped] == \
+        [("1, 0]", "infinite value"), ("2, 1]", "infinite value")]
+    assert stats.counts == (2, 2) and stats.mean == (2.5, 2.5)
+    with pytest.raises(normstats.UnreadableInputError, match="infinite value at row 1, column 0"):
+        normstats.compute(x, on_error="fail")
+
+
+def test_blocks_of_rows_merge_exactly_and_chunking_changes_no_bit(rng, monkeypatch):
+    from normstats.engine import vectors_run
+
+    x = rng.normal(1e8, 1.0, size=(1000, 2))  # badly conditioned: offset 1e8, spread 1
+    monkeypatch.setattr(vectors_run, "BLOCK_ROWS", 7)
+    stats = compute_vectors(ArraySource(x))
+    for j in range(2):
+        mean, var = exact_mean_var(x[:, j].tolist())
+        assert stats.std[j] == pytest.approx(math.sqrt(float(var)), rel=1e-12)
+    import zarr
+
+    chunked = zarr.create_array(store={}, shape=x.shape, chunks=(13, 1), dtype=x.dtype)
+    chunked[:] = x
+    assert compute_vectors(ArraySource(chunked, layout="NC")) == \
+        compute_vectors(ArraySource(x, layout="NC"))
+
+
+def test_an_all_nan_feature_is_a_clear_error():
+    with pytest.raises(normstats.EmptyDatasetError, match="feature 1 has no finite value"):
+        normstats.compute(np.array([[1.0, np.nan], [2.0, np.nan]]))
+
+
+def test_the_cli_prints_a_standard_scaler_line_and_the_counts(tmp_path, table):
+    np.save(tmp_path / "x.npy", table)
+    result = CliRunner().invoke(main, ["compute", str(tmp_path / "x.npy"), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert "StandardScaler: mean_=[" in result.output and "scale_=" in result.output
+    assert "torchvision" not in result.output
+    assert "values" in result.output and "NaN values are left out per feature" in result.output
+    data = normstats.DatasetStats.from_json(CliRunner().invoke(
+        main, ["compute", str(tmp_path / "x.npy"), "--no-cache", "--json"]).output)
+    assert data.counts == normstats.compute(table).counts
