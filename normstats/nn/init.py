@@ -2,17 +2,17 @@
 
 Fans, gains, bounds and standard deviations are PyTorch's (``torch.nn.init``):
 a dense weight has shape ``(out, in)``, a convolution ``(out, in, *kernel)``, so
-``fan_in = in * prod(kernel)`` and ``fan_out = out * prod(kernel)`` (seeds eq. 1.44).
+``fan_in = in * prod(kernel)`` and ``fan_out = out * prod(kernel)``.
 Every initializer is ``variance_scaling`` with a particular variance:
 
-==========================  ===================================  ==============
-initializer                 variance                             seeds
-==========================  ===================================  ==============
-``xavier_forward``          1 / fan_in                           eq. 1.28
-``xavier_backward``         1 / fan_out                          eq. 1.29
-``xavier_*``                gain² · 2 / (fan_in + fan_out)        eqs. 1.30-1.32
-``kaiming_*`` (fan_in)      gain² / fan_in (ReLU: 2 / fan_in)     eqs. 1.37-1.41
-==========================  ===================================  ==============
+==========================  ===================================  ==========================
+initializer                 variance                             what it keeps steady
+==========================  ===================================  ==========================
+``xavier_forward``          1 / fan_in                           forward activations
+``xavier_backward``         1 / fan_out                          backward gradients
+``xavier_*``                gain² · 2 / (fan_in + fan_out)        both, on average (Glorot)
+``kaiming_*`` (fan_in)      gain² / fan_in (ReLU: 2 / fan_in)     activations through ReLU
+==========================  ===================================  ==========================
 
 A uniform draw on ``(-b, b)`` has variance ``b² / 3``, so ``b = sqrt(3) * std``.
 """
@@ -154,7 +154,7 @@ def variance_scaling(
 
 
 def xavier_uniform_bound(shape: tuple[int, ...], gain: float = 1.0) -> float:
-    """``gain * sqrt(6 / (fan_in + fan_out))`` (seeds eq. 1.31).
+    """``gain * sqrt(6 / (fan_in + fan_out))``.
 
     Examples
     --------
@@ -166,7 +166,7 @@ def xavier_uniform_bound(shape: tuple[int, ...], gain: float = 1.0) -> float:
 
 
 def xavier_normal_std(shape: tuple[int, ...], gain: float = 1.0) -> float:
-    """``gain * sqrt(2 / (fan_in + fan_out))`` (seeds eq. 1.32).
+    """``gain * sqrt(2 / (fan_in + fan_out))``.
 
     Examples
     --------
@@ -180,7 +180,7 @@ def xavier_normal_std(shape: tuple[int, ...], gain: float = 1.0) -> float:
 def kaiming_normal_std(
     shape: tuple[int, ...], a: float = 0.0, mode: Mode = "fan_in", nonlinearity: str = "leaky_relu"
 ) -> float:
-    """``calculate_gain(nonlinearity, a) / sqrt(fan)`` (seeds eq. 1.41).
+    """``calculate_gain(nonlinearity, a) / sqrt(fan)``.
 
     Examples
     --------
@@ -201,7 +201,7 @@ def _kaiming_gain(a: float, mode: Mode, nonlinearity: str) -> float:
 def kaiming_uniform_bound(
     shape: tuple[int, ...], a: float = 0.0, mode: Mode = "fan_in", nonlinearity: str = "leaky_relu"
 ) -> float:
-    """``sqrt(3) * kaiming_normal_std(...)`` (seeds eq. 1.40).
+    """``sqrt(3) * kaiming_normal_std(...)``.
 
     Examples
     --------
@@ -283,7 +283,7 @@ def xavier_forward(
     distribution: Distribution = "normal",
     dtype: Any = np.float32,
 ) -> np.ndarray:
-    """Variance ``1 / fan_in``: keeps forward activations steady (seeds eq. 1.28).
+    """Variance ``1 / fan_in``: keeps forward activations steady.
 
     Also known as LeCun initialization.
 
@@ -302,7 +302,7 @@ def xavier_backward(
     distribution: Distribution = "normal",
     dtype: Any = np.float32,
 ) -> np.ndarray:
-    """Variance ``1 / fan_out``: keeps backward gradients steady (seeds eq. 1.29).
+    """Variance ``1 / fan_out``: keeps backward gradients steady.
 
     Examples
     --------

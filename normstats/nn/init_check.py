@@ -1,12 +1,14 @@
-"""The seeds' Fig. 1.2 experiment: activation and gradient variance through a deep ReLU net.
+"""Activation and gradient variance through a deep ReLU net under each initialization
+(the experiment of Glorot & Bengio, and He et al., "Delving Deep into Rectifiers").
 
-A plain fully connected ReLU network (seeds eq. 1.21, zero biases) of ``depth`` layers
+A plain fully connected ReLU network (``f^l = W^l relu(f^{l-1})``, zero biases) of ``depth`` layers
 of ``width`` units gets white-noise input ``x ~ N(0, 1)``; a white-noise gradient
 ``N(0, 1)`` enters at the top and is propagated back. Per layer we record the variance
 of the pre-activations ``f^l`` (forward) and of ``dL/df^l`` (backward) for
 
 * ``xavier``: ``Var W = 2 / (n_in + n_out)`` -- with ReLU each layer halves the
-  variance (seeds eq. 1.36 with ``n Var W = 1``), so it vanishes as ``2**-depth``;
+  variance (``Var f^l = n Var W · Var f^{l-1} / 2`` with ``n Var W = 1``), so it vanishes
+  as ``2**-depth``;
 * ``kaiming``: ``Var W = 2 / n_in`` -- the halving is compensated, variance stays ~1;
 * ``xavier+bn``: Xavier weights with a BatchNorm (training mode) before each
   ReLU, which re-standardizes every layer whatever the weights.
@@ -21,7 +23,7 @@ import numpy as np
 
 from normstats.errors import InvalidOptionError
 from normstats.nn import init
-from normstats.nn.layers import BatchNorm
+from normstats.nn.running_norms import BatchNorm
 
 __all__ = [
     "CONFIGS",
@@ -188,7 +190,7 @@ def plot_variances(result: InitCheckResult, path: str | Path) -> None:
     axes[0].set(title="forward: Var f^l / Var x", xlabel="layer l")
     axes[1].set(title="backward: Var dL/df^l / Var dL/df^L", xlabel="layer l")
     axes[0].legend()
-    fig.suptitle(f"ReLU net, width {result.width}, batch {result.batch} (seeds Fig. 1.2)")
+    fig.suptitle(f"ReLU net, width {result.width}, batch {result.batch}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
