@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from normstats.engine.cache_run import run_source
+from normstats.engine.dask_reduce import as_image_blocks, is_dask_array, summary_graph, run_graph
 from normstats.errors import InvalidOptionError
 from normstats.maths.stats import DatasetStats
 from normstats.sources import open_source
@@ -31,9 +32,12 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
 
     Parameters
     ----------
-    data : str, os.PathLike, numpy.ndarray, zarr array or iterable
+    data : str, os.PathLike, numpy.ndarray, dask.array.Array, zarr array or iterable
         A folder of images, a ``.npy`` file, a zarr array (path or object), an array,
         or any iterable of images or ``(image, label)`` tuples (a PyTorch ``Dataset``).
+        A Dask array (or an xarray ``DataArray`` backed by one) is reduced as a Dask
+        reduction on its own graph: its blocks are reduced where they are (see
+        ``docs/dask.md``); ``scheduler`` then runs that graph.
     mode : {"RGB", "L", "RGBA", "keep"}
         Decode policy for image files; "RGB" matches torchvision's default loader,
         "keep" keeps native channels and bit depth (16-bit stays 16-bit).
@@ -84,6 +88,11 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
     """
     if on_error not in ON_ERROR:
         raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+    if is_dask_array(getattr(data, "data", None)) and hasattr(data, "dims"):
+        data = data.data  # an xarray DataArray backed by Dask
+    if is_dask_array(data):
+        return compute_dask_array(data, layout=layout, scale=scale, channels=channels,
+                                  workers=workers, scheduler=scheduler)
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
                          fail_fast=on_error == "fail", channel_names=channels, format=format)
     source = transformed_source(source, resize, center_crop)
@@ -93,3 +102,22 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
                                       mode=source.mode, kind=source.kind,
                                       source=source.description)
     return replace(stats, images_cached=outcome.cached, images_decoded=outcome.decoded)
+
+
+def compute_dask_array(x: Any, *, layout: str | None = None, scale: float | None = None,
+                       channels: tuple[str, ...] | None = None, workers: int | None = None,
+                       scheduler: Any = None) -> DatasetStats:
+    """`compute` of a Dask array: the exact reduction over its blocks, on its own graph.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> x = da.from_array(np.zeros((6, 4, 4, 3), np.uint8), chunks=(2, 4, 2, 3))
+    >>> compute_dask_array(x, scheduler="sync").images
+    6
+    """
+    images, layout = as_image_blocks(x, layout)
+    summary = run_graph(summary_graph(images, "array", channels), scheduler, workers)
+    return DatasetStats.from_summary(summary, channels=channels, scale=scale, mode=layout,
+                                     kind="vectors" if layout == "NC" else "images",
+                                     source=f"dask array {tuple(x.shape)} {x.dtype}")
