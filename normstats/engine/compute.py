@@ -8,7 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 from normstats.engine.cache_run import run_source
-from normstats.engine.dask_reduce import as_image_blocks, is_dask_array, summary_graph, run_graph
+from normstats.engine.dask_images import source_of
+from normstats.engine.dask_reduce import as_image_blocks, is_dask_array, run_graph, summary_graph
 from normstats.errors import InvalidOptionError
 from normstats.maths.stats import DatasetStats
 from normstats.sources import open_source
@@ -90,7 +91,9 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
         raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
     if is_dask_array(getattr(data, "data", None)) and hasattr(data, "dims"):
         data = data.data  # an xarray DataArray backed by Dask
-    if is_dask_array(data):
+    if is_dask_array(data) and source_of(data) is not None:
+        data = source_of(data)  # an untouched images() array: read it with the one engine
+    elif is_dask_array(data):
         return compute_dask_array(data, layout=layout, scale=scale, channels=channels,
                                   workers=workers, scheduler=scheduler)
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,

@@ -18,7 +18,7 @@ task of images; ``.npy`` files are never loaded with ``allow_pickle``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -148,13 +148,21 @@ class ArrayTask:
     def size(self) -> int:
         return self.stop - self.start
 
-    def run(self) -> TaskResult:
+    def stack(self) -> np.ndarray:
+        """The task's images as stored, viewed as one (n, H, W, C) array."""
         array = open_array(self.array) if isinstance(self.array, str) else self.array
         if self.layout in ("HWC", "CHW", "HW"):
             block = np.asarray(array)
         else:
             block = np.asarray(array[self.start:self.stop])
-        stack = as_nhwc(block, self.layout)
+        return as_nhwc(block, self.layout)
+
+    def head(self, count: int) -> ArrayTask:
+        """The task of this task's first ``count`` images."""
+        return replace(self, stop=min(self.stop, self.start + count))
+
+    def run(self) -> TaskResult:
+        stack = self.stack()
         if stack.dtype.kind == "f" and not np.isfinite(stack).all():
             return _without_non_finite(stack, self)
         return TaskResult(records_from_stack(stack, channel_names=self.channel_names))
