@@ -60,6 +60,8 @@ class ImageRecords:
         What the records hold and where they came from.
     skipped : tuple of Skipped
         Inputs left out while reading, with their reason.
+    cached, decoded : int
+        Images whose records the cache answered, and images decoded by this call.
 
     Examples
     --------
@@ -78,6 +80,8 @@ class ImageRecords:
     mode: str = ""
     source: str = ""
     skipped: tuple[Skipped, ...] = ()
+    cached: int = 0
+    decoded: int = 0
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -178,8 +182,9 @@ def records(data: Any, *, mode: str = "RGB", layout: str | None = None,
     batch = concat_records(parts)
     order = np.argsort(np.array(batch.keys, dtype=object), kind="stable")
     batch = batch.take(order)
-    return _wrap(batch, np.array(batch.keys, dtype=object), outcome.summary.skipped,
-                 source.mode, source.description)
+    return replace(_wrap(batch, np.array(batch.keys, dtype=object), outcome.summary.skipped,
+                         source.mode, source.description),
+                   cached=outcome.cached, decoded=outcome.decoded)
 
 
 def _dask_array_records(x: Any, layout: str | None, channels: tuple[str, ...] | None,

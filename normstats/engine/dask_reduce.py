@@ -211,7 +211,7 @@ def run_graph(graph: Any, scheduler: Any = None, workers: int | None = None) -> 
     """
     if is_distributed(scheduler):
         with connect(scheduler) as client:
-            return client.compute(graph, optimize_graph=False).result()
+            return client.gather(client.compute(graph, optimize_graph=False))
     options: dict[str, Any] = {}
     if scheduler is not None:
         if scheduler not in ("sync", "threads", "processes"):
