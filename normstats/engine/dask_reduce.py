@@ -15,6 +15,7 @@ moments in float64.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 from dask.delayed import Delayed, delayed
 
 from normstats.engine.cluster import connect, is_distributed
+from normstats.engine.pipeline import default_workers, process_pool
 from normstats.errors import InvalidOptionError
 from normstats.maths.image_moments import MAX_INTEGER_BITS
 from normstats.maths.records import FloatRecords, Records, Skipped, records_from_stack
@@ -184,21 +186,53 @@ def block_tasks(x: Any) -> list[tuple[int, int | None, list[Delayed], tuple[int,
     return out
 
 
+def _summary_block(block: np.ndarray, name: str, names: tuple[str, ...] | None,
+                   block_info: dict | None = None) -> np.ndarray:
+    """Chunk step of whole-image blocks: the block's `Summary`, in a 1-element array."""
+    where = (block_info or {}).get(0, {})
+    index = where.get("chunk-location", (0,))[0]
+    start = where.get("array-location", [(np.nan,)])[0][0]
+    start = None if start is None or np.isnan(start) else int(start)
+    out = np.empty(1, dtype=object)
+    out[0] = _image_summary(name, start, index, names, (1,), block)
+    return out
+
+
+def _chunk_summaries(x: Any, name: str, names: tuple[str, ...] | None, run: str) -> list:
+    """One Delayed `Summary` (or 1-element array of one) per N-chunk of ``x``.
+
+    Blocks holding whole images are reduced by a blockwise step, which Dask fuses with
+    the tasks that make the block (read, decode, map_blocks): the pixels never leave
+    the task that made them. Blocks split along H, W or C are combined per N-chunk.
+    """
+    if x.numblocks[1:] == (1, 1, 1):
+        summaries = x.map_blocks(_summary_block, name, names, dtype=object,
+                                 drop_axis=[1, 2, 3], chunks=((1,) * x.numblocks[0],),
+                                 meta=np.empty((0,), dtype=object),
+                                 name=f"normstats-summary-{run}")
+        return list(summaries.to_delayed().ravel())
+    return [delayed(_image_summary, pure=True)(name, start, i, names, counts, *blocks,
+                                               dask_key_name=f"normstats-summary-{run}-{i}")
+            for i, start, blocks, counts in block_tasks(x)]
+
+
+def _merge_any(*parts: Any) -> Summary:
+    return _merge(*(p[0] if isinstance(p, np.ndarray) else p for p in parts))
+
+
 def summary_graph(x: Any, name: str = "array",
                   channel_names: tuple[str, ...] | None = None) -> Delayed:
     """One Delayed `Summary` of an (N, H, W, C) Dask array, built on its own graph."""
-    parts = []
-    for i, start, blocks, counts in block_tasks(x):
-        parts.append(delayed(_image_summary, pure=True)(
-            name, start, i, channel_names, counts, *blocks,
-            dask_key_name=f"normstats-summary-{x.name}-{i}"))
+    # a fresh name per call: a result is never taken from an earlier run's keys
+    run = f"{x.name}-{uuid.uuid4().hex[:8]}"
+    parts = _chunk_summaries(x, name, channel_names, run)
     if not parts:
         return delayed(Summary)()
     level = 0
-    while len(parts) > 1:
+    while len(parts) > 1 or level == 0:
         level += 1
-        parts = [delayed(_merge, pure=True)(*parts[j:j + _FAN_IN],
-                                            dask_key_name=f"normstats-merge-{x.name}-{level}-{j}")
+        parts = [delayed(_merge_any, pure=True)(*parts[j:j + _FAN_IN],
+                                                dask_key_name=f"normstats-merge-{run}-{level}-{j}")
                  for j in range(0, len(parts), _FAN_IN)]
     return parts[0]
 
@@ -220,6 +254,11 @@ def run_graph(graph: Any, scheduler: Any = None, workers: int | None = None) -> 
         options["scheduler"] = scheduler
     if workers is not None and scheduler in (None, "threads", "processes"):
         options["num_workers"] = int(workers)
+    if scheduler == "processes":
+        # the engine's forked pool: no re-import per worker, unlike dask's spawned one
+        with process_pool(int(workers or default_workers())) as pool:
+            (result,) = dask.compute(graph, optimize_graph=False, pool=pool, **options)
+        return result
     (result,) = dask.compute(graph, optimize_graph=False, **options)
     return result
 
