@@ -188,7 +188,8 @@ def markdown(rows: list[dict]) -> list[str]:
     moved = rows[-1]
     lines += ["", f"compute(da.from_zarr) takes {zarr_s / array:.2f}× the time of compute(numpy "
                   f"array) (goal ≤ 1.15×; {raw / array:.2f}× from an uncompressed store) and is "
-                  f"{peer / zarr_s:.1f}× faster than dask.array mean/std (goal ≥ 20×); compute(images(folder)) takes {images / folder:.2f}× "
+                  f"{peer / zarr_s:.1f}× faster than dask.array mean/std (goal ≥ 20×); "
+                  f"compute(images(folder)) takes {images / folder:.2f}× "
                   f"compute(folder) (goal ≤ 1.15×); on the cluster the workers sent the client "
                   f"{moved['bytes_to_client']:,.0f} bytes a run for an array of "
                   f"{moved['array_bytes']:,} bytes "
