@@ -27,7 +27,14 @@ from normstats.engine.cluster import connect, is_distributed
 from normstats.engine.pipeline import default_workers, process_pool
 from normstats.errors import InvalidOptionError
 from normstats.maths.image_moments import MAX_INTEGER_BITS
-from normstats.maths.records import FloatRecords, Records, Skipped, records_from_stack
+from normstats.maths.records import (
+    FloatRecords,
+    Records,
+    Skipped,
+    concat_records,
+    default_channel_names,
+    records_from_stack,
+)
 from normstats.maths.summary import Summary, summarize
 from normstats.sources.arrays import as_nhwc, check_layout, detect_layout
 
@@ -109,13 +116,7 @@ def join_channels(parts: list[Records], names: tuple[str, ...] | None) -> Record
     arrays = {name: np.concatenate([getattr(p, name) for p in parts], axis=1)
               for name in first._array_fields() if getattr(first, name).ndim == 2}
     channels = sum(p.channels for p in parts)
-    return replace(first, channel_names=names or records_channel_names(channels), **arrays)
-
-
-def records_channel_names(count: int) -> tuple[str, ...]:
-    from normstats.maths.records import default_channel_names
-
-    return default_channel_names(count)
+    return replace(first, channel_names=names or default_channel_names(channels), **arrays)
 
 
 def finite_rows(records: Records, name: str, start: int | None,
@@ -136,11 +137,11 @@ def finite_rows(records: Records, name: str, start: int | None,
     return (records.take(finite) if finite.any() else None), skipped, kept[finite]
 
 
-def _image_summary(name: str, start: int | None, block: int, names: tuple[str, ...] | None,
-                   counts: tuple[int, ...], *blocks: Any) -> Summary:
-    """Whole-image records of one N-chunk from its blocks, summarised."""
+def _image_part(name: str, start: int | None, block: int, names: tuple[str, ...] | None,
+                counts: tuple[int, ...], *blocks: Any) -> tuple[Records | None, tuple]:
+    """Whole-image records of one N-chunk from its blocks, and the images skipped."""
     records, skipped, _ = image_records(name, start, block, names, counts, *blocks)
-    return summarize(records, skipped)
+    return records, skipped
 
 
 def image_records(name: str, start: int | None, block: int, names: tuple[str, ...] | None,
@@ -186,53 +187,63 @@ def block_tasks(x: Any) -> list[tuple[int, int | None, list[Delayed], tuple[int,
     return out
 
 
-def _summary_block(block: np.ndarray, name: str, names: tuple[str, ...] | None,
+def _records_block(block: np.ndarray, name: str, names: tuple[str, ...] | None,
                    block_info: dict | None = None) -> np.ndarray:
-    """Chunk step of whole-image blocks: the block's `Summary`, in a 1-element array."""
+    """Chunk step of whole-image blocks: (records, skipped) in a 1-element array."""
     where = (block_info or {}).get(0, {})
     index = where.get("chunk-location", (0,))[0]
     start = where.get("array-location", [(np.nan,)])[0][0]
     start = None if start is None or np.isnan(start) else int(start)
     out = np.empty(1, dtype=object)
-    out[0] = _image_summary(name, start, index, names, (1,), block)
+    out[0] = _image_part(name, start, index, names, (1,), block)
     return out
 
 
-def _chunk_summaries(x: Any, name: str, names: tuple[str, ...] | None, run: str) -> list:
-    """One Delayed `Summary` (or 1-element array of one) per N-chunk of ``x``.
+def _chunk_parts(x: Any, name: str, names: tuple[str, ...] | None, run: str) -> list:
+    """One Delayed (records, skipped) per N-chunk of ``x`` (whole-image blocks: in an array).
 
     Blocks holding whole images are reduced by a blockwise step, which Dask fuses with
     the tasks that make the block (read, decode, map_blocks): the pixels never leave
     the task that made them. Blocks split along H, W or C are combined per N-chunk.
     """
     if x.numblocks[1:] == (1, 1, 1):
-        summaries = x.map_blocks(_summary_block, name, names, dtype=object,
-                                 drop_axis=[1, 2, 3], chunks=((1,) * x.numblocks[0],),
-                                 meta=np.empty((0,), dtype=object),
-                                 name=f"normstats-summary-{run}")
-        return list(summaries.to_delayed().ravel())
-    return [delayed(_image_summary, pure=True)(name, start, i, names, counts, *blocks,
-                                               dask_key_name=f"normstats-summary-{run}-{i}")
+        parts = x.map_blocks(_records_block, name, names, dtype=object,
+                             drop_axis=[1, 2, 3], chunks=((1,) * x.numblocks[0],),
+                             meta=np.empty((0,), dtype=object), name=f"normstats-records-{run}")
+        return list(parts.to_delayed().ravel())
+    return [delayed(_image_part, pure=True)(name, start, i, names, counts, *blocks,
+                                            dask_key_name=f"normstats-records-{run}-{i}")
             for i, start, blocks, counts in block_tasks(x)]
 
 
-def _merge_any(*parts: Any) -> Summary:
-    return _merge(*(p[0] if isinstance(p, np.ndarray) else p for p in parts))
+def _summarize_parts(*parts: Any) -> Summary:
+    """First combine level: the records of up to 8 chunks summarised in one exact call."""
+    pairs = [p[0] if isinstance(p, np.ndarray) else p for p in parts]
+    batches = [records for records, _ in pairs if records is not None]
+    skipped = tuple(s for _, lost in pairs for s in lost)
+    return summarize(concat_records(batches) if batches else None, skipped)
 
 
 def summary_graph(x: Any, name: str = "array",
                   channel_names: tuple[str, ...] | None = None) -> Delayed:
-    """One Delayed `Summary` of an (N, H, W, C) Dask array, built on its own graph."""
+    """One Delayed `Summary` of an (N, H, W, C) Dask array, built on its own graph.
+
+    Chunk records (a few hundred bytes per image) go to the first combine level, which
+    summarises groups of 8 chunks; the levels above merge summaries only.
+    """
     # a fresh name per call: a result is never taken from an earlier run's keys
     run = f"{x.name}-{uuid.uuid4().hex[:8]}"
-    parts = _chunk_summaries(x, name, channel_names, run)
+    parts = _chunk_parts(x, name, channel_names, run)
     if not parts:
         return delayed(Summary)()
+    parts = [delayed(_summarize_parts, pure=True)(*parts[j:j + _FAN_IN],
+                                                  dask_key_name=f"normstats-summary-{run}-{j}")
+             for j in range(0, len(parts), _FAN_IN)]
     level = 0
-    while len(parts) > 1 or level == 0:
+    while len(parts) > 1:
         level += 1
-        parts = [delayed(_merge_any, pure=True)(*parts[j:j + _FAN_IN],
-                                                dask_key_name=f"normstats-merge-{run}-{level}-{j}")
+        parts = [delayed(_merge, pure=True)(*parts[j:j + _FAN_IN],
+                                            dask_key_name=f"normstats-merge-{run}-{level}-{j}")
                  for j in range(0, len(parts), _FAN_IN)]
     return parts[0]
 
