@@ -102,8 +102,9 @@ def test_bad_dtypes_and_layouts_are_one_line_errors():
         normstats.compute(da.zeros((4, 2, 2, 3), dtype=np.uint8), layout="NCHWX")
 
 
-def test_blocks_are_reduced_where_they_are_not_on_the_client(stack):
-    """The chunk step runs once per block inside the array's graph (no getitem from here)."""
+def test_each_block_is_made_once_and_reduced_in_the_graph(stack):
+    """The chunk step consumes each block once, inside the array's own graph (what travels
+    on a cluster is measured in tests/engine/test_dask_distributed.py)."""
     x = da.from_array(stack, chunks=(10, 4, 6, 3))
     seen = []
 
