@@ -7,6 +7,8 @@
 """
 
 from normstats.engine.compute import compute
+from normstats.engine.dask_images import images
+from normstats.engine.dask_records import ImageRecords, records, reduce
 from normstats.errors import (
     EmptyDatasetError,
     IncompatibleImagesError,
@@ -21,6 +23,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "compute",
+    "images",
+    "records",
+    "reduce",
+    "ImageRecords",
     "DatasetStats",
     "Skipped",
     "VARIANTS",

@@ -8,11 +8,13 @@ from dataclasses import replace
 from typing import Any
 
 from normstats.engine.cache_run import run_source
+from normstats.engine.dask_images import source_of
+from normstats.engine.dask_reduce import as_image_blocks, is_dask_array, run_graph, summary_graph
 from normstats.engine.vectors_run import compute_vectors
 from normstats.errors import InvalidOptionError
 from normstats.maths.stats import DatasetStats
 from normstats.sources import open_source
-from normstats.sources.arrays import ArraySource
+from normstats.sources.arrays import ArraySource, detect_layout
 from normstats.sources.base import TaskResult
 from normstats.sources.decoding.transforms import transformed_source
 
@@ -34,12 +36,15 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
 
     Parameters
     ----------
-    data : str, os.PathLike, numpy.ndarray, zarr array, dataset or iterable
+    data : str, os.PathLike, numpy.ndarray, dask.array.Array, zarr array, dataset or iterable
         A folder of images, a ``.npy`` file, a zarr array (path or object), an array;
         a map-style dataset (``__len__`` and ``__getitem__``: a PyTorch ``Dataset``,
         ``Subset``, ``ConcatDataset``, a list of arrays) read by index in parallel tasks;
         a ``DataLoader`` (its batches split into images); or any iterable of images,
         ``(image, label)`` tuples or dicts. PIL images are converted to ``mode``.
+        A Dask array (or an xarray ``DataArray`` backed by one) is reduced as a Dask
+        reduction on its own graph: its blocks are reduced where they are (see
+        ``docs/dask.md``); ``scheduler`` then runs that graph.
     mode : {"RGB", "L", "RGBA", "keep"}
         Decode policy for image files; "RGB" matches torchvision's default loader,
         "keep" keeps native channels and bit depth (16-bit stays 16-bit).
@@ -96,6 +101,13 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
     """
     if on_error not in ON_ERROR:
         raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+    if is_dask_array(getattr(data, "data", None)) and hasattr(data, "dims"):
+        data = data.data  # an xarray DataArray backed by Dask
+    if is_dask_array(data) and source_of(data) is not None:
+        data = source_of(data)  # an untouched images() array: read it with the one engine
+    elif is_dask_array(data) and (layout or detect_layout(tuple(data.shape))) != "NC":
+        return compute_dask_array(data, layout=layout, scale=scale, channels=channels,
+                                  workers=workers, scheduler=scheduler)
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
                          fail_fast=on_error == "fail", channel_names=channels, format=format,
                          image_key=image_key)
@@ -109,3 +121,22 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
                                       mode=source.mode, kind=source.kind,
                                       source=source.description)
     return replace(stats, images_cached=outcome.cached, images_decoded=outcome.decoded)
+
+
+def compute_dask_array(x: Any, *, layout: str | None = None, scale: float | None = None,
+                       channels: tuple[str, ...] | None = None, workers: int | None = None,
+                       scheduler: Any = None) -> DatasetStats:
+    """`compute` of a Dask array: the exact reduction over its blocks, on its own graph.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> x = da.from_array(np.zeros((6, 4, 4, 3), np.uint8), chunks=(2, 4, 2, 3))
+    >>> compute_dask_array(x, scheduler="sync").images
+    6
+    """
+    images, layout = as_image_blocks(x, layout)
+    summary = run_graph(summary_graph(images, "array", channels), scheduler, workers)
+    return DatasetStats.from_summary(summary, channels=channels, scale=scale, mode=layout,
+                                     kind="vectors" if layout == "NC" else "images",
+                                     source=f"dask array {tuple(x.shape)} {x.dtype}")

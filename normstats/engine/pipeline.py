@@ -124,7 +124,7 @@ def _run_graph(source: Source, tasks: Sequence[Task], workers: int, scheduler: A
     with bar:
         if scheduler == "processes":
             delivered = _Delivered()
-            with _process_pool(min(workers, len(tasks))) as pool, delivered:
+            with process_pool(min(workers, len(tasks))) as pool, delivered:
                 try:
                     (summary,) = dask.compute(graph, pool=pool, **options)
                 except BrokenProcessPool:
@@ -219,7 +219,7 @@ def _merge_summaries(*summaries: Summary) -> Summary:
 
 
 @contextlib.contextmanager
-def _process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """A pool of forked workers: no re-import per worker, so small runs start fast."""
     fused.available()  # compile the kernel once here, so forked workers inherit it
     method = "fork" if sys.platform.startswith("linux") else "spawn"

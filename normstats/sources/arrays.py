@@ -18,7 +18,7 @@ task of images; ``.npy`` files are never loaded with ``allow_pickle``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from normstats.errors import InvalidOptionError, NormstatsError, UnreadableInput
 from normstats.maths.records import Skipped, records_from_stack
 from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
 
-__all__ = ["ArraySource", "ArrayTask", "detect_layout", "LAYOUTS", "open_array"]
+__all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "LAYOUTS", "open_array"]
 
 LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
 _CHANNEL_COUNTS = (1, 3, 4)
@@ -59,7 +59,8 @@ def detect_layout(shape: tuple[int, ...]) -> str:
                              "vectors (N, d)")
 
 
-def _check_layout(layout: str, ndim: int) -> str:
+def check_layout(layout: str, ndim: int) -> str:
+    """``layout`` if it is known and fits a ``ndim``-d array, else a one-line error."""
     if layout not in LAYOUTS:
         raise InvalidOptionError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     if len(layout) != ndim:
@@ -147,13 +148,21 @@ class ArrayTask:
     def size(self) -> int:
         return self.stop - self.start
 
-    def run(self) -> TaskResult:
+    def stack(self) -> np.ndarray:
+        """The task's images as stored, viewed as one (n, H, W, C) array."""
         array = open_array(self.array) if isinstance(self.array, str) else self.array
         if self.layout in ("HWC", "CHW", "HW"):
             block = np.asarray(array)
         else:
             block = np.asarray(array[self.start:self.stop])
-        stack = as_nhwc(block, self.layout)
+        return as_nhwc(block, self.layout)
+
+    def head(self, count: int) -> ArrayTask:
+        """The task of this task's first ``count`` images."""
+        return replace(self, stop=min(self.stop, self.start + count))
+
+    def run(self) -> TaskResult:
+        stack = self.stack()
         if stack.dtype.kind == "f" and not np.isfinite(stack).all():
             return _without_non_finite(stack, self)
         return TaskResult(records_from_stack(stack, channel_names=self.channel_names))
@@ -197,7 +206,7 @@ class ArraySource:
         self.path = os.fspath(array) if isinstance(array, (str, os.PathLike)) else None
         self.array = open_array(self.path) if self.path else array
         shape = tuple(self.array.shape)
-        self.layout = _check_layout(layout, len(shape)) if layout else detect_layout(shape)
+        self.layout = check_layout(layout, len(shape)) if layout else detect_layout(shape)
         self.kind = "vectors" if self.layout == "NC" else "images"
         self.mode = self.layout
         self.channel_names = tuple(channel_names) if channel_names else None

@@ -6,6 +6,7 @@ then decode them in order, each image reduced to its record as soon as it is dec
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,10 @@ class ListedTask:
     @property
     def size(self) -> int:
         return len(self.files)
+
+    def head(self, count: int) -> ListedTask:
+        """The task of this task's first ``count`` files."""
+        return dataclasses.replace(self, files=self.files[:count])
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,11 @@ class RemoteFolderTask(ListedTask):
     storage_options: dict = field(default_factory=dict, hash=False)
 
     def run(self) -> TaskResult:
+        decoded, skipped = self.decode_all()
+        return TaskResult(records_of_images(decoded), skipped)
+
+    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
+        """Read and decode every file: (key, image) pairs, and the files skipped."""
         contents = self._read_all()
         decoded: list[tuple[str, DecodedImage]] = []
         skipped: list[Skipped] = []
@@ -137,7 +142,7 @@ class RemoteFolderTask(ListedTask):
                 skipped.append(Skipped(entry.path, error.reason))
                 continue
             decoded.append((entry.path, image))
-        return TaskResult(records_of_images(decoded), tuple(skipped))
+        return decoded, tuple(skipped)
 
     def _read_all(self) -> dict[str, Any]:
         """Bytes (or the read error) of every file, keyed by relative path."""

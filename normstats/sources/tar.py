@@ -16,6 +16,7 @@ reads as a valid, smaller shard.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tarfile
@@ -184,6 +185,11 @@ class TarTask:
         return len(self.members)
 
     def run(self) -> TaskResult:
+        decoded, skipped = self.decode_all()
+        return TaskResult(records_of_images(decoded), skipped)
+
+    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
+        """Decode every member: (key, image) pairs, and the members skipped with their reason."""
         decoded: list[tuple[str, DecodedImage]] = []
         skipped: list[Skipped] = []
         for member, data in self._contents():
@@ -194,7 +200,11 @@ class TarTask:
                 if self.fail_fast:
                     raise
                 skipped.append(Skipped(f"{self.path}:{member.name}", error.reason))
-        return TaskResult(records_of_images(decoded), tuple(skipped))
+        return decoded, tuple(skipped)
+
+    def head(self, count: int) -> TarTask:
+        """The task of this task's first ``count`` members."""
+        return dataclasses.replace(self, members=self.members[:count])
 
     def _contents(self) -> Iterator[tuple[Member, bytes]]:
         if not self.compressed:

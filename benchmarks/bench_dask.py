@@ -1,0 +1,214 @@
+"""Dask arrays in and out: normstats' reduction of Dask arrays against numpy input and dask.array.
+
+    python benchmarks/bench_dask.py [--quick]
+
+Three measurements, each median of repeated runs in this one process (2 threads or
+2 processes; no cache):
+
+1. a uint8 N×32×32×3 zarr store (zarr's default zstd compression, 2,000 images a chunk,
+   and the same store uncompressed):
+   ``normstats.compute(numpy array)`` of the same pixels in memory,
+   ``normstats.compute(da.from_zarr(store))`` (threads), the same array rechunked along
+   H (partial images per block), and ``dask.array`` ``mean``/``std`` after
+   ``astype(float64)`` on the same Dask array;
+2. a folder of 256×256 JPEGs: ``compute(folder)``, ``compute(images(folder))`` and
+   ``compute`` of a derived array (``images(folder).map_blocks(np.copy)``, reduced block
+   by block on 2 processes);
+3. a 2-worker ``distributed.LocalCluster``: an array whose blocks are made on the workers
+   is reduced there; the bytes the workers send to the client are read from their
+   transfer logs and compared with the array's size; the answer must equal the local one.
+
+`section` returns structured rows; `bench_dask` prints and returns the markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import normstats  # noqa: E402
+
+
+def _median(function: Callable[[], Any], repeats: int) -> tuple[float, float, float, Any]:
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times), result
+
+
+def _numbers(stats: normstats.DatasetStats) -> dict:
+    data = stats.to_dict()
+    for name in ("source", "mode", "channels", "images_cached", "images_decoded"):
+        data.pop(name, None)
+    return data
+
+
+def _row(group: str, name: str, timing: tuple, images: int, identical: bool | None) -> dict:
+    med, low, high, _ = timing
+    return {"group": group, "name": name, "median_s": med, "min_s": low, "max_s": high,
+            "images_per_s": images / med, "identical": identical}
+
+
+def zarr_rows(quick: bool, folder: Path) -> list[dict]:
+    import dask
+    import dask.array as da
+    import zarr
+
+    n = 10_000 if quick else 50_000
+    x = np.random.default_rng(0).integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+    store = zarr.create_array(str(folder / "stack.zarr"), shape=x.shape,
+                              chunks=(2_000, 32, 32, 3), dtype="uint8")
+    store[:] = x
+    raw = zarr.create_array(str(folder / "raw.zarr"), shape=x.shape, chunks=(2_000, 32, 32, 3),
+                            dtype="uint8", compressors=None)
+    raw[:] = x
+    uncompressed = da.from_zarr(str(folder / "raw.zarr"))
+    exact = _numbers(normstats.compute(x, workers=2))
+    lazy = da.from_zarr(str(folder / "stack.zarr"))
+    split = lazy.rechunk((2_000, 16, 32, 3))
+
+    def dask_mean_std() -> tuple:
+        d = lazy.astype(np.float64) / 255
+        return dask.compute(d.mean(axis=(0, 1, 2)), d.std(axis=(0, 1, 2)),
+                            d.std(axis=(1, 2)).mean(axis=0), scheduler="threads",
+                            num_workers=2)
+
+    group = f"zarr {n}×32×32×3 uint8"
+    array = _median(lambda: normstats.compute(x, workers=2), 7)
+    zarr_run = _median(lambda: normstats.compute(lazy, scheduler="threads", workers=2), 7)
+    raw_run = _median(lambda: normstats.compute(uncompressed, scheduler="threads", workers=2),
+                      7)
+    read_only = _median(lambda: lazy.map_blocks(lambda b: b[:0], dtype=np.uint8)
+                        .compute(scheduler="threads", num_workers=2), 7)
+    split_run = _median(lambda: normstats.compute(split, scheduler="threads", workers=2), 5)
+    peer = _median(dask_mean_std, 3)
+    return [
+        _row(group, "normstats.compute(numpy array), 2 threads", array, n, True),
+        _row(group, "normstats.compute(da.from_zarr(store)), 2 threads", zarr_run, n,
+             _numbers(zarr_run[3]) == exact),
+        _row(group, "reading the store only (no statistics), 2 threads", read_only, n, None),
+        _row(group, "normstats.compute(da.from_zarr(uncompressed store)), 2 threads", raw_run, n,
+             _numbers(raw_run[3]) == exact),
+        _row(group, "normstats.compute(same, rechunked along H), 2 threads", split_run, n,
+             _numbers(split_run[3]) == exact),
+        _row(group, "dask.array mean/std, astype(float64), 2 threads", peer, n, None),
+    ]
+
+
+def folder_rows(quick: bool) -> list[dict]:
+    from run import make_jpeg_folder
+
+    count = 1_000 if quick else 10_000
+    root = make_jpeg_folder(count, 256)[0].parent
+    exact = _numbers(normstats.compute(root, workers=2, cache=False))
+    group = f"folder of {count} JPEGs 256×256"
+    plain = _median(lambda: normstats.compute(root, workers=2, cache=False), 3)
+    as_array = _median(lambda: normstats.compute(normstats.images(root), workers=2,
+                                                 cache=False), 3)
+    derived = _median(lambda: normstats.compute(normstats.images(root).map_blocks(np.copy),
+                                                scheduler="processes", workers=2), 3)
+    return [
+        _row(group, "normstats.compute(folder), 2 processes", plain, count, True),
+        _row(group, "normstats.compute(images(folder)), 2 processes", as_array, count,
+             _numbers(as_array[3]) == exact),
+        _row(group, "normstats.compute(images(folder).map_blocks(np.copy)), 2 processes",
+             derived, count, _numbers(derived[3]) == exact),
+    ]
+
+
+def _sent_to_clients(client: Any) -> int:
+    logs = client.run(lambda dask_worker: list(dask_worker.transfer_outgoing_log))
+    return sum(entry["total"] for log in logs.values() for entry in log if entry["who"] is None)
+
+
+def distributed_rows(quick: bool) -> list[dict]:
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    blocks, per_block = (5, 2_000) if quick else (25, 2_000)
+    shape = (32, 32, 3)
+    local = np.concatenate([np.random.default_rng(seed).integers(0, 256, size=(per_block, *shape),
+                                                                dtype=np.uint8)
+                            for seed in range(blocks)])
+    exact = _numbers(normstats.compute(local, workers=2))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        futures = [client.submit(np.random.default_rng(seed).integers, 0, 256,
+                                 size=(per_block, *shape), dtype=np.uint8,
+                                 workers=[workers[seed % 2]], pure=False)
+                   for seed in range(blocks)]
+        client.gather(client.map(len, futures))
+        graph = {("blocks", i, 0, 0, 0): future for i, future in enumerate(futures)}
+        x = da.Array(graph, "blocks", ((per_block,) * blocks, *((s,) for s in shape)),
+                     dtype=np.uint8)
+        normstats.compute(x, scheduler=client)  # warm-up: imports on the workers
+        before = _sent_to_clients(client)
+        timing = _median(lambda: normstats.compute(x, scheduler=client), 5)
+        moved = (_sent_to_clients(client) - before) / 5
+    row = _row(f"distributed, 2 workers, {blocks * per_block}×32×32×3 uint8 on the workers",
+               "normstats.compute(dask array, scheduler=client)", timing, blocks * per_block,
+               _numbers(timing[3]) == exact)
+    row.update(bytes_to_client=moved, array_bytes=local.nbytes)
+    return [row]
+
+
+def section(quick: bool) -> list[dict]:
+    """Every row of this section: timings, throughput and bit-identity with the exact answer."""
+    with tempfile.TemporaryDirectory() as folder:
+        rows = zarr_rows(quick, Path(folder))
+    return rows + folder_rows(quick) + distributed_rows(quick)
+
+
+def markdown(rows: list[dict]) -> list[str]:
+    lines = ["### Dask arrays in and out", "",
+             "| data | call | median s | spread s | images/s | bit-identical |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        same = {True: "yes", False: "NO", None: "(no statistics)" if "only" in r["name"]
+                else "(float64 peer)"}[r["identical"]]
+        lines.append(f"| {r['group']} | {r['name']} | {r['median_s']:.3f} | "
+                     f"{r['min_s']:.3f}–{r['max_s']:.3f} | {r['images_per_s']:,.0f} | {same} |")
+    by_name = {r["name"]: r["median_s"] for r in rows}
+    array = by_name["normstats.compute(numpy array), 2 threads"]
+    zarr_s = by_name["normstats.compute(da.from_zarr(store)), 2 threads"]
+    peer = by_name["dask.array mean/std, astype(float64), 2 threads"]
+    raw = by_name["normstats.compute(da.from_zarr(uncompressed store)), 2 threads"]
+    folder = by_name["normstats.compute(folder), 2 processes"]
+    images = by_name["normstats.compute(images(folder)), 2 processes"]
+    moved = rows[-1]
+    lines += ["", f"compute(da.from_zarr) takes {zarr_s / array:.2f}× the time of compute(numpy "
+                  f"array) (goal ≤ 1.15×; {raw / array:.2f}× from an uncompressed store) and is "
+                  f"{peer / zarr_s:.1f}× faster than dask.array mean/std (goal ≥ 20×); "
+                  f"compute(images(folder)) takes {images / folder:.2f}× "
+                  f"compute(folder) (goal ≤ 1.15×); on the cluster the workers sent the client "
+                  f"{moved['bytes_to_client']:,.0f} bytes a run for an array of "
+                  f"{moved['array_bytes']:,} bytes "
+                  f"({moved['bytes_to_client'] / moved['array_bytes']:.1e} of it)", ""]
+    return lines
+
+
+def bench_dask(quick: bool) -> list[str]:
+    """The section as markdown (printed and returned), for benchmarks/run.py."""
+    lines = markdown(section(quick))
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    bench_dask(parser.parse_args().quick)

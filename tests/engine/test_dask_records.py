@@ -1,0 +1,66 @@
+"""`normstats.records` and `normstats.reduce`: subsets reduced exactly without decoding again."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from oracle import assert_matches_oracle, numbers
+
+import normstats
+
+
+def test_subset_by_label_equals_computing_that_folder(png_folder):
+    root, pixels = png_folder
+    rec = normstats.records(root, cache=False, workers=1)
+    assert len(rec) == 24 and set(rec.labels) == {"cat", "dog"}
+    assert list(rec.keys) == sorted(rec.keys)
+    for label in ("cat", "dog"):
+        subset = normstats.reduce(rec[rec.labels == label])
+        direct = normstats.compute(root / label, workers=1)
+        assert numbers(subset) == numbers(direct)
+        chosen = [p for i, p in enumerate(pixels) if ("cat" if i % 2 else "dog") == label]
+        assert_matches_oracle(subset, chosen, 255)
+    assert numbers(normstats.reduce(rec)) == numbers(normstats.compute(root, workers=1))
+
+
+def test_records_come_from_the_cache_without_decoding(png_folder, tmp_path):
+    root, _ = png_folder
+    cache = tmp_path / "cache"
+    first = normstats.records(root, cache=cache, workers=1)
+    second = normstats.records(root, cache=cache, workers=1)
+    assert (first.decoded, first.cached) == (24, 0)
+    assert (second.decoded, second.cached) == (0, 24)
+    assert numbers(normstats.reduce(second[::3])) == numbers(normstats.reduce(first[::3]))
+
+
+def test_records_of_mixed_sizes_and_skipped_files(png_folder):
+    root, _ = png_folder  # the images have three different sizes
+    (root / "cat" / "broken.png").write_bytes(b"not a png")
+    rec = normstats.records(root, cache=False, workers=1)
+    assert [s.path for s in rec.skipped] == ["cat/broken.png"]
+    assert [s.path for s in rec[rec.labels == "cat"].skipped] == ["cat/broken.png"]
+    assert rec[rec.labels == "dog"].skipped == ()
+    assert sorted(set(rec.pixels.compute().tolist())) == [6, 35, 64]
+
+
+def test_records_of_a_dask_array_keep_indices_and_skip_non_finite(rng):
+    x = rng.normal(size=(30, 4, 5, 3))
+    x[4, 0, 0, 0] = np.nan
+    rec = normstats.records(da.from_array(x, chunks=(7, 4, 5, 1)), scheduler="sync")
+    assert rec.keys.tolist() == [i for i in range(30) if i != 4]
+    assert [s.path for s in rec.skipped] == ["array[4]"]
+    even = rec.keys % 2 == 0
+    expected = normstats.compute(np.delete(x, 4, axis=0)[even], workers=1)
+    assert numbers(normstats.reduce(rec[even])) == \
+        {**numbers(expected), "skipped": rec.skipped}
+
+
+def test_records_of_an_array_source_and_a_dask_mask(rng):
+    stack = rng.integers(0, 256, size=(50, 6, 6, 3), dtype=np.uint8)
+    rec = normstats.records(stack)
+    assert rec.keys.tolist() == list(range(50))
+    mask = da.from_array(rec.keys >= 20, chunks=7)
+    assert numbers(normstats.reduce(rec[mask])) == numbers(normstats.compute(stack[20:]))
+    with pytest.raises(normstats.EmptyDatasetError):
+        normstats.reduce(rec[rec.keys > 100])
