@@ -4,11 +4,17 @@
 >>> stats = normstats.compute(np.zeros((4, 8, 8, 3), np.uint8))
 >>> stats.mean
 (0.0, 0.0, 0.0)
+
+Importing the package loads only its error types: `compute` and the rest load numpy, Dask
+and the readers the first time they are used, so ``import normstats`` and ``normstats
+--help`` stay fast.
 """
 
-from normstats.engine.compute import compute
-from normstats.engine.dask_images import images
-from normstats.engine.dask_records import ImageRecords, records, reduce
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from normstats.errors import (
     EmptyDatasetError,
     IncompatibleImagesError,
@@ -16,10 +22,27 @@ from normstats.errors import (
     NormstatsError,
     UnreadableInputError,
 )
-from normstats.maths.records import Skipped
-from normstats.maths.stats import VARIANTS, DatasetStats
+
+if TYPE_CHECKING:
+    from normstats.engine.compute import compute
+    from normstats.engine.dask_images import images
+    from normstats.engine.dask_records import ImageRecords, records, reduce
+    from normstats.maths.records import Skipped
+    from normstats.maths.stats import VARIANTS, DatasetStats
 
 __version__ = "0.1.0"
+
+#: Public name -> the module that defines it, imported on first use.
+_LAZY = {
+    "compute": "normstats.engine.compute",
+    "images": "normstats.engine.dask_images",
+    "records": "normstats.engine.dask_records",
+    "reduce": "normstats.engine.dask_records",
+    "ImageRecords": "normstats.engine.dask_records",
+    "DatasetStats": "normstats.maths.stats",
+    "VARIANTS": "normstats.maths.stats",
+    "Skipped": "normstats.maths.records",
+}
 
 __all__ = [
     "compute",
@@ -37,3 +60,15 @@ __all__ = [
     "UnreadableInputError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'normstats' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -157,3 +157,13 @@ def test_the_wheel_carries_the_command_line_and_every_manifest(tmp_path):
                    for name in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "normstats = normstats_cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_importing_the_package_loads_neither_numpy_nor_dask():
+    """``import normstats`` is cheap: the public names load their stages on first use."""
+    code = ("import sys, normstats; print(sorted(m for m in ('numpy', 'dask', 'PIL', 'zarr', "
+            "'numba', 'distributed') if m in sys.modules)); "
+            "print(normstats.compute.__module__, normstats.DatasetStats.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["[]", "normstats.engine.compute DatasetStats"]

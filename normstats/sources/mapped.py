@@ -12,6 +12,7 @@ tuple, or a dict holding the image under ``image_key`` (found by name when not g
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import threading
@@ -22,6 +23,7 @@ from typing import Any
 from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.maths.records import Skipped
 from normstats.sources.base import TaskResult, default_task_size, split_evenly
+from normstats.sources.decoding.policy import DecodedImage
 from normstats.sources.folder import records_of_images
 from normstats.sources.items import item_pixels
 
@@ -96,7 +98,12 @@ class MappedTask:
     def size(self) -> int:
         return self.stop - self.start
 
-    def run(self) -> TaskResult:
+    def head(self, count: int) -> MappedTask:
+        """The same task cut to its first ``count`` items (to probe shapes cheaply)."""
+        return dataclasses.replace(self, stop=min(self.stop, self.start + count))
+
+    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
+        """Every item's pixels as (key, image) pairs, and the items skipped with a reason."""
         decoded, skipped = [], []
         for index in range(self.start, self.stop):
             try:
@@ -112,8 +119,11 @@ class MappedTask:
                 if self.fail_fast:
                     raise NormstatsError(reason, path=f"item {index}") from None
                 skipped.append(Skipped(f"item {index}", " ".join(reason.split())))
-        records = records_of_images(decoded) if decoded else None
-        return TaskResult(records, tuple(skipped))
+        return decoded, tuple(skipped)
+
+    def run(self) -> TaskResult:
+        decoded, skipped = self.decode_all()
+        return TaskResult(records_of_images(decoded) if decoded else None, skipped)
 
 
 class MappedSource:

@@ -105,4 +105,13 @@ def test_mixed_sizes_name_two_shapes_and_resize_crop_makes_them_uniform(tmp_path
 
 def test_an_iterable_is_refused_with_a_reason():
     with pytest.raises(normstats.InvalidOptionError, match="iterable"):
-        normstats.images([np.zeros((2, 2, 3), np.uint8)])
+        normstats.images(x for x in [np.zeros((2, 2, 3), np.uint8)])
+
+
+def test_a_map_style_dataset_is_read_by_index_into_chunks(rng):
+    stack = rng.integers(0, 256, (9, 4, 5, 3), dtype=np.uint8)
+    x = normstats.images(list(stack), task_size=4, on_error="fail")
+    assert x.chunks[0] == (4, 4, 1)
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), stack)
+    lazy = normstats.images(list(stack), task_size=4)  # items may be skipped: sizes unknown
+    np.testing.assert_array_equal(lazy.compute(scheduler="sync"), stack)

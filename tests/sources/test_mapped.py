@@ -54,7 +54,7 @@ class CifarShaped(Dataset):
 
 def to_tensor(image: Image.Image) -> torch.Tensor:
     """torchvision's ToTensor: CHW float32 in [0, 1]."""
-    return torch.from_numpy(np.asarray(image)).permute(2, 0, 1).float().div(255)
+    return torch.from_numpy(np.array(image)).permute(2, 0, 1).float().div(255)
 
 
 @pytest.fixture
