@@ -1,7 +1,10 @@
 """Fused input normalization and folding the constants into the first layer.
 
-``Normalize`` turns raw images (HWC or NHWC, any dtype) into float32
-``((x / scale) - mean) / std`` in one pass, in CHW/NCHW (default) or HWC/NHWC layout.
+``Normalize`` turns raw images (HWC or NHWC, any dtype; HW or NHW for one channel) into
+float32 ``((x / scale) - mean) / std`` in one pass, in CHW/NCHW (default) or HWC/NHWC
+layout. By default ``scale`` follows the conventions users have: integer input is divided
+by its dtype maximum (255 for uint8, 65535 for uint16), float input is taken as already
+in [0, 1] (what ``ToTensor`` gives); an explicit ``scale`` applies to every input.
 For 8- and 16-bit input it looks each value up in a per-channel table computed once in
 float64, so every output is the float64 formula rounded to float32 (0 ulp apart) and
 the data is touched once: read a byte, write a float. Other dtypes go through the same
@@ -17,9 +20,10 @@ import numpy as np
 
 from normstats.errors import InvalidOptionError
 
-__all__ = ["Normalize", "fold_into_first_layer", "stats_vectors"]
+__all__ = ["Normalize", "fold_into_first_layer", "stats_vectors", "stats_input_scale"]
 
 Layout = Literal["chw", "hwc"]
+InputLayout = Literal["hwc", "nhwc", "hw", "nhw"]
 _LUT_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16))
 
 
@@ -70,8 +74,10 @@ class Normalize:
     ----------
     mean, std : sequence of float
         Per-channel constants in the reported scale (``[0, 1]`` for integer images).
-    scale : float
-        Maps raw values to that scale: 255 for 8-bit, 65535 for 16-bit, 1 for float.
+    scale : float, optional
+        Maps raw values to that scale. Default: each input's own convention, the dtype
+        maximum for integers (255, 65535) and 1 for floats (already in [0, 1]). Give it to
+        override, e.g. ``scale=255`` for float pixels in [0, 255].
     layout : {"chw", "hwc"}
         Output layout: channels first (PyTorch) or kept channels last.
     threads : int
@@ -91,17 +97,23 @@ class Normalize:
     """
 
     def __init__(
-        self, mean: Any, std: Any, scale: float = 255.0, *, layout: Layout = "chw", threads: int = 1
+        self, mean: Any, std: Any, scale: float | None = None, *, layout: Layout = "chw",
+        threads: int = 1, variant: str | None = None, channel_names: tuple[str, ...] | None = None
     ) -> None:
         self.mean = parse_channel_vector("mean", mean)
         self.std = _parse_std(std, self.mean.size)
-        if not scale > 0 or not np.isfinite(scale):
+        if scale is not None and (not scale > 0 or not np.isfinite(scale)):
             raise InvalidOptionError(f"scale must be positive and finite, got {scale}")
         if layout not in ("chw", "hwc"):
             raise InvalidOptionError(f"layout must be 'chw' or 'hwc', got {layout!r}")
         if threads < 1:
             raise InvalidOptionError(f"threads must be at least 1, got {threads}")
-        self.scale = float(scale)
+        self.scale = None if scale is None else float(scale)
+        self.variant = variant
+        self.channel_names = None if channel_names is None else tuple(channel_names)
+        if self.channel_names is not None and len(self.channel_names) != self.mean.size:
+            raise InvalidOptionError(f"{len(self.channel_names)} channel names for "
+                                     f"{self.mean.size} channels")
         self.layout: Layout = layout
         self.threads = int(threads)
         self._luts: dict[np.dtype, np.ndarray] = {}
@@ -112,6 +124,11 @@ class Normalize:
     ) -> Normalize:
         """Build from any object with ``mean``, ``scale`` and the ``variant`` attribute.
 
+        The variant and the channel order (``stats.channels``) are kept and shown in the
+        ``repr``. Constants reported in [0, 1] (the default for integer images) normalize
+        each input by its own convention; constants in another scale (``--scale 1`` on
+        8-bit data: raw [0, 255] units) apply that scale to every input.
+
         Examples
         --------
         >>> from types import SimpleNamespace
@@ -121,12 +138,27 @@ class Normalize:
         [0.2023, 0.1994, 0.201]
         """
         mean, std = stats_vectors(stats, variant)
-        return cls(mean, std, stats.scale, layout=layout, threads=threads)
+        return cls(mean, std, stats_input_scale(stats), layout=layout, threads=threads,
+                   variant=variant, channel_names=getattr(stats, "channels", None))
 
     @property
     def channels(self) -> int:
         """Number of channels C."""
         return self.mean.size
+
+    def scale_for(self, dtype: Any) -> float:
+        """The divisor input of ``dtype`` gets: ``scale`` if given, else its convention.
+
+        Examples
+        --------
+        >>> n = Normalize((0.5,), (0.5,))
+        >>> n.scale_for(np.uint8), n.scale_for(np.uint16), n.scale_for(np.float32)
+        (255.0, 65535.0, 1.0)
+        """
+        if self.scale is not None:
+            return self.scale
+        dtype = np.dtype(dtype)
+        return float(np.iinfo(dtype).max) if dtype.kind in "ui" else 1.0
 
     def lut(self, dtype: Any = np.uint8) -> np.ndarray:
         """The (C, 2**bits) float32 table used for 8- or 16-bit input.
@@ -141,23 +173,65 @@ class Normalize:
             raise TypeError(f"tables exist for uint8 and uint16 input, not {dtype}")
         if dtype not in self._luts:
             values = np.arange(np.iinfo(dtype).max + 1, dtype=np.float64)
-            table = (values[None, :] / self.scale - self.mean[:, None]) / self.std[:, None]
+            scale = self.scale_for(dtype)
+            table = (values[None, :] / scale - self.mean[:, None]) / self.std[:, None]
             self._luts[dtype] = table.astype(np.float32)
         return self._luts[dtype]
 
-    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Normalize an HWC image or an NHWC batch; ``out`` is an optional float32 target."""
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None, *,
+                 input_layout: InputLayout | None = None) -> np.ndarray:
+        """Normalize an HWC image or an NHWC batch (one channel: also HW or NHW).
+
+        ``out`` is an optional float32 target. A one-channel 3-d input whose last axis is 1
+        could be one (H, W, 1) image or (N, H, 1) images: say which with ``input_layout``
+        ("hwc" or "nhw"); it is never guessed.
+        """
         x = np.asarray(x)
-        batch = self._check_input(x)[None] if x.ndim == 3 else self._check_input(x)
-        shape = _output_shape(batch.shape, self.layout)[4 - x.ndim :]
+        x, single = self._as_nhwc(x, input_layout)
+        batch = self._check_input(x)
+        shape = _output_shape(batch.shape, self.layout)[1:] if single else \
+            _output_shape(batch.shape, self.layout)
         if out is None:
             out = np.empty(shape, np.float32)
         elif out.dtype != np.float32 or out.shape != shape:
             raise InvalidOptionError(
                 f"out must be float32 of shape {shape}, got {out.dtype} {out.shape}"
             )
-        self._run(batch, out if x.ndim == 4 else out[None])
+        self._run(batch, out[None] if single else out)
         return out
+
+    def _as_nhwc(self, x: np.ndarray, input_layout: str | None) -> tuple[np.ndarray, bool]:
+        """The input as NHWC, and whether it was a single image."""
+        layout = input_layout or self._guess_layout(x)
+        expected = {"hwc": 3, "nhwc": 4, "hw": 2, "nhw": 3}
+        if layout not in expected:
+            raise InvalidOptionError(f"input_layout must be one of {', '.join(expected)}, "
+                                     f"got {layout!r}")
+        if x.ndim != expected[layout]:
+            raise InvalidOptionError(f"input_layout {layout!r} needs a {expected[layout]}-d "
+                                     f"input, got shape {x.shape}")
+        if layout in ("hw", "nhw"):
+            if self.channels != 1:
+                raise InvalidOptionError(f"{layout.upper()} input has one channel but this "
+                                         f"Normalize has {self.channels}")
+            x = x[..., None]
+        return (x[None], True) if layout in ("hwc", "hw") else (x, False)
+
+    def _guess_layout(self, x: np.ndarray) -> str:
+        if self.channels == 1:
+            if x.ndim == 2:
+                return "hw"
+            if x.ndim == 3 and x.shape[-1] == 1:
+                raise InvalidOptionError(
+                    f"a one-channel input of shape {x.shape} is one (H, W, 1) image or "
+                    f"{x.shape[0]} images (N, H, W) with W=1; say which with "
+                    "input_layout='hwc' or 'nhw'")
+            if x.ndim == 3:
+                return "nhw"
+        if x.ndim not in (3, 4):
+            raise InvalidOptionError(f"expected HWC or NHWC input with {self.channels} "
+                                     f"channels last, got shape {x.shape}")
+        return "hwc" if x.ndim == 3 else "nhwc"
 
     def _check_input(self, x: np.ndarray) -> np.ndarray:
         if x.ndim not in (3, 4) or x.shape[-1] != self.channels:
@@ -188,8 +262,9 @@ class Normalize:
             np.take(lut[c], image[..., c], out=self._plane(out, c), mode="clip")
 
     def _one_float(self, image: np.ndarray, out: np.ndarray) -> None:
+        scale = self.scale_for(image.dtype)
         for c in range(self.channels):
-            plane = image[..., c].astype(np.float64) / self.scale
+            plane = image[..., c].astype(np.float64) / scale
             self._plane(out, c)[...] = (plane - self.mean[c]) / self.std[c]
 
     def inverse(self, y: np.ndarray, dtype: Any = np.float32) -> np.ndarray:
@@ -211,18 +286,44 @@ class Normalize:
                 f"expected {self.layout.upper()} input with {self.channels}"
                 f" channels, got shape {y.shape}"
             )
-        x = (np.moveaxis(y, channel_axis, -1) * self.std + self.mean) * self.scale
         dtype = np.dtype(dtype)
+        x = (np.moveaxis(y, channel_axis, -1) * self.std + self.mean) * self.scale_for(dtype)
         if dtype.kind in "ui":
             info = np.iinfo(dtype)
             x = np.clip(np.rint(x), info.min, info.max)
         return x.astype(dtype)
 
     def __repr__(self) -> str:
+        extra = "" if self.variant is None else f", variant={self.variant!r}"
+        if self.channel_names is not None:
+            extra += f", channels={self.channel_names!r}"
+        scale = "by dtype" if self.scale is None else self.scale
         return (
             f"Normalize(mean={self.mean.tolist()}, std={self.std.tolist()},"
-            f" scale={self.scale}, layout={self.layout!r})"
+            f" scale={scale}, layout={self.layout!r}{extra})"
         )
+
+
+def stats_input_scale(stats: Any) -> float | None:
+    """The ``scale`` a normalizer built from ``stats`` needs: None (each input by its own
+    convention) when the constants are in [0, 1] for integer data or raw units for floats;
+    the stats' scale otherwise (constants in another unit apply to every input).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> stats_input_scale(SimpleNamespace(scale=255.0, dtype="uint8")) is None
+    True
+    >>> stats_input_scale(SimpleNamespace(scale=1.0, dtype="uint8"))
+    1.0
+    """
+    scale = float(getattr(stats, "scale", 1.0))
+    dtype = getattr(stats, "dtype", None)
+    if dtype is None:
+        return None if scale in (1.0, 255.0) else scale
+    kind = np.dtype(dtype)
+    natural = float(np.iinfo(kind).max) if kind.kind in "ui" else 1.0
+    return None if scale == natural else scale
 
 
 def _output_shape(nhwc: tuple[int, ...], layout: Layout) -> tuple[int, ...]:

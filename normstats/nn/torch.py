@@ -19,17 +19,20 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
 
 from normstats.errors import InvalidOptionError
 from normstats.nn.normalize import Normalize as _ArrayNormalize
-from normstats.nn.normalize import stats_vectors
+from normstats.nn.normalize import stats_input_scale, stats_vectors
 
 __all__ = ["Normalize", "torchvision_normalize", "torchvision_normalize_kwargs"]
 
 
 class Normalize(torch.nn.Module):
-    """``((x / scale) - mean) / std`` as a module, for (C, H, W) or (N, C, H, W) tensors.
+    """``((x / scale) - mean) / std`` as a module, for (..., C, H, W) tensors.
 
-    uint8 and uint16 input are looked up in the same float64-computed table as
-    :class:`normstats.nn.Normalize` (exact); float input is computed in float64 and
-    rounded to float32. The tables are buffers, so ``.to(device)`` moves them.
+    A drop-in replacement for ``torchvision.transforms.Normalize`` in a ``Compose``: after
+    ``ToTensor`` (float input is taken as already in [0, 1]) and before it, on uint8 or
+    uint16 tensors (divided by 255 or 65535, looked up in the same float64-computed table as
+    :class:`normstats.nn.Normalize`, so exact). Other integer tensors are divided by their
+    dtype maximum; an explicit ``scale`` applies to every input. The tables are buffers,
+    so ``.to(device)`` moves them.
 
     Examples
     --------
@@ -37,19 +40,29 @@ class Normalize(torch.nn.Module):
     >>> x = torch.tensor([0, 255, 51], dtype=torch.uint8).view(3, 1, 1)
     >>> norm(x).flatten().tolist()
     [-2.0, 2.0, -1.2000000476837158]
+    >>> norm(x.float() / 255).flatten().tolist()  # after ToTensor: the same values
+    [-2.0, 2.0, -1.2000000476837158]
     """
 
-    def __init__(self, mean: Any, std: Any, scale: float = 255.0) -> None:
+    def __init__(self, mean: Any, std: Any, scale: float | None = None, *,
+                 variant: str | None = None,
+                 channel_names: tuple[str, ...] | None = None) -> None:
         super().__init__()
-        reference = _ArrayNormalize(mean, std, scale)  # validates the arguments once
+        # validates the arguments once, and computes the tables
+        reference = _ArrayNormalize(mean, std, scale, variant=variant,
+                                    channel_names=channel_names)
+        self.reference = reference
         self.scale = reference.scale
+        self.variant, self.channel_names = reference.variant, reference.channel_names
         self.register_buffer("mean", torch.tensor(reference.mean, dtype=torch.float64))
         self.register_buffer("std", torch.tensor(reference.std, dtype=torch.float64))
         self.register_buffer("lut8", torch.from_numpy(reference.lut(np.uint8)))
+        self.register_buffer("lut16", torch.from_numpy(reference.lut(np.uint16)))
 
     @classmethod
     def from_stats(cls, stats: Any, variant: str = "std") -> Normalize:
-        """Build from any object with ``mean``, ``scale`` and the ``variant`` attribute.
+        """Build from any object with ``mean``, ``scale`` and the ``variant`` attribute,
+        keeping the variant and the channel order (``stats.channels``).
 
         Examples
         --------
@@ -59,26 +72,37 @@ class Normalize(torch.nn.Module):
         2.0
         """
         mean, std = stats_vectors(stats, variant)
-        return cls(mean, std, stats.scale)
+        return cls(mean, std, stats_input_scale(stats), variant=variant,
+                   channel_names=getattr(stats, "channels", None))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Normalize a channels-first tensor to float32."""
         channels = self.mean.numel()
-        if x.dim() not in (3, 4) or x.shape[-3] != channels:
+        if x.dim() < 3 or x.shape[-3] != channels:
             raise InvalidOptionError(
-                f"expected (C, H, W) or (N, C, H, W) with C={channels}, got shape {tuple(x.shape)}"
+                f"expected (..., C, H, W) with C={channels}, got shape {tuple(x.shape)}"
             )
         view = (channels, 1, 1)
-        if x.dtype == torch.uint8:
+        table = {torch.uint8: self.lut8, torch.uint16: self.lut16}.get(x.dtype)
+        if table is not None:
             index = torch.arange(channels, device=x.device).view(view)
-            return self.lut8[index, x.long()]
-        if x.is_floating_point() or x.dtype in (torch.int16, torch.int32, torch.int64):
-            y = (x.double() / self.scale - self.mean.view(view)) / self.std.view(view)
+            return table[index, x.long()]
+        if x.is_floating_point() or x.dtype in (torch.int8, torch.int16, torch.int32,
+                                                  torch.int64):
+            numpy_dtype = torch.empty(0, dtype=x.dtype).numpy().dtype
+            scale = self.reference.scale_for(numpy_dtype)
+            y = (x.double() / scale - self.mean.view(view)) / self.std.view(view)
             return y.float()
-        raise TypeError(f"expected uint8, integer or float pixels, got {x.dtype}")
+        raise TypeError(f"expected integer or float pixels, got {x.dtype}")
 
     def extra_repr(self) -> str:
-        return f"mean={self.mean.tolist()}, std={self.std.tolist()}, scale={self.scale}"
+        scale = "by dtype" if self.scale is None else self.scale
+        text = f"mean={self.mean.tolist()}, std={self.std.tolist()}, scale={scale}"
+        if self.variant is not None:
+            text += f", variant={self.variant!r}"
+        if self.channel_names is not None:
+            text += f", channels={self.channel_names!r}"
+        return text
 
 
 def torchvision_normalize_kwargs(stats: Any, variant: str = "std") -> dict[str, list[float]]:

@@ -9,14 +9,13 @@ measurement can tell the two apart.
 from __future__ import annotations
 
 import dask.array as da
+import distributed  # in the test extra: fail, never skip
 import numpy as np
 import pytest
 from distributed_cluster import running_cluster
 from oracle import numbers
 
 import normstats
-
-distributed = pytest.importorskip("distributed")
 
 BLOCKS, PER_BLOCK, SHAPE = 8, 500, (16, 16, 3)
 

@@ -13,6 +13,8 @@ import shutil
 import signal
 from pathlib import Path
 
+import distributed  # in the test extra: fail, never skip
+import fsspec  # in the test extra: fail, never skip
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -24,9 +26,6 @@ from normstats.engine.cluster import is_distributed
 from normstats.engine.distributed import CRASH_REASON
 from normstats.sources import FolderSource, RemoteFolderSource, open_source
 from normstats_cli import main
-
-distributed = pytest.importorskip("distributed")
-fsspec = pytest.importorskip("fsspec")
 
 IMAGES = 60
 

@@ -72,7 +72,7 @@ def test_other_dtypes_within_one_ulp(dtype: type) -> None:
 
 def test_uint16_table_covers_every_value() -> None:
     x = np.arange(65536, dtype=np.uint16).reshape(256, 256, 1)
-    out = Normalize((0.3,), (0.2,), 65535.0, layout="hwc")(x)
+    out = Normalize((0.3,), (0.2,), 65535.0, layout="hwc")(x, input_layout="hwc")
     assert ulps(out, formula(x, (0.3,), (0.2,), 65535.0)).max() <= 1
 
 
@@ -89,9 +89,9 @@ def test_inverse_round_trips_uint8_exactly_and_floats_closely() -> None:
     image = every_byte_per_channel(rng)
     assert np.array_equal(norm.inverse(norm(image), dtype=np.uint8), image)
     batch = rng.integers(0, 256, (2, 5, 5, 3), dtype=np.uint8)
-    back = norm.inverse(norm(batch))
+    back = norm.inverse(norm(batch))  # float output: the [0, 1] convention of ToTensor
     assert back.dtype == np.float32 and back.shape == batch.shape
-    np.testing.assert_allclose(back, batch, atol=1e-4)
+    np.testing.assert_allclose(back, batch / 255, atol=1e-6)
 
 
 def test_inverse_clips_to_the_integer_range() -> None:
@@ -102,7 +102,7 @@ def test_inverse_clips_to_the_integer_range() -> None:
 def test_from_stats_reads_the_requested_variant() -> None:
     norm = Normalize.from_stats(STATS, "per_image_std")
     assert norm.std.tolist() == list(STATS.per_image_std)
-    assert norm.scale == 255.0
+    assert norm.scale is None and norm.scale_for(np.uint8) == 255.0
     with pytest.raises(NormstatsError, match="no variant 'rms'"):
         Normalize.from_stats(STATS, "rms")
     vectors = SimpleNamespace(mean=(0.1, 0.2), std=(1.0, 2.0), per_image_std=None, scale=1.0)
@@ -111,9 +111,7 @@ def test_from_stats_reads_the_requested_variant() -> None:
 
 
 def test_from_a_real_dataset_stats() -> None:
-    normstats = pytest.importorskip("normstats")
-    if not hasattr(normstats, "compute"):
-        pytest.skip("the statistics core (normstats.compute) is not available")
+    import normstats
     images = np.random.default_rng(8).integers(0, 256, (4, 6, 5, 3), dtype=np.uint8)
     stats = normstats.compute(images)
     out = Normalize.from_stats(stats)(images)
@@ -205,3 +203,37 @@ def test_folding_without_bias_and_bad_shapes() -> None:
         fold_into_first_layer(np.ones(3), None, MEAN, STD)
     with pytest.raises(NormstatsError, match="bias must have shape"):
         fold_into_first_layer(np.ones((2, 3)), np.ones(3), MEAN, STD)
+
+
+def test_float_input_is_taken_as_already_in_0_1_like_to_tensor() -> None:
+    rng = np.random.default_rng(11)
+    image = rng.integers(0, 256, (5, 4, 3), dtype=np.uint8)
+    norm = Normalize(MEAN, STD)
+    as_float = (image / 255).astype(np.float32)  # what ToTensor gives (channels last here)
+    # float32(x / 255) is itself rounded: agreement to float32 resolution, not to the ulp
+    np.testing.assert_allclose(norm(as_float), norm(image), rtol=0, atol=1e-6)
+    assert np.abs(norm(as_float)).max() < 5  # not divided by 255 a second time
+    raw_float = image.astype(np.float32)  # float pixels in [0, 255]: say so
+    assert ulps(Normalize(MEAN, STD, scale=255.0)(raw_float), norm(image)).max() <= 1
+
+
+def test_grayscale_hw_and_nhw_work_and_an_ambiguous_input_is_refused() -> None:
+    rng = np.random.default_rng(12)
+    stack = rng.integers(0, 256, (4, 6, 5), dtype=np.uint8)
+    norm = Normalize((0.5,), (0.25,))
+    assert norm(stack).shape == (4, 1, 6, 5)
+    assert norm(stack[0]).shape == (1, 6, 5)
+    np.testing.assert_array_equal(norm(stack)[2], norm(stack[2]))
+    column = stack[:, :, :1]  # (N, H, 1): 4 images 6 wide and 1 high, or one 4×6 image?
+    with pytest.raises(NormstatsError, match=r"\(H, W, 1\) image or 4 images"):
+        norm(column)
+    assert norm(column, input_layout="nhw").shape == (4, 1, 6, 1)
+    assert norm(column, input_layout="hwc").shape == (1, 4, 6)
+
+
+def test_from_stats_carries_the_variant_and_the_channel_order() -> None:
+    norm = Normalize.from_stats(STATS, "per_image_std")
+    assert norm.variant == "per_image_std" and norm.channel_names == ("R", "G", "B")
+    assert "variant='per_image_std'" in repr(norm) and "('R', 'G', 'B')" in repr(norm)
+    raw = SimpleNamespace(mean=(125.0,), std=(60.0,), scale=1.0, dtype="uint8")
+    assert Normalize.from_stats(raw).scale == 1.0  # constants in raw units: every input raw

@@ -6,12 +6,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch  # the test extra installs torch: a broken install fails here, never skips
 
+import normstats.nn.torch as adapters
 from normstats.errors import NormstatsError
 from normstats.nn import Normalize as ArrayNormalize
-
-torch = pytest.importorskip("torch", reason="the PyTorch adapters need torch (CI has it)")
-adapters = pytest.importorskip("normstats.nn.torch")
 
 STATS = SimpleNamespace(channels=("R", "G", "B"), mean=(0.4914, 0.4822, 0.4465),
                         std=(0.2470, 0.2435, 0.2616), per_image_std=(0.2023, 0.1994, 0.2010),
@@ -44,12 +43,12 @@ def test_module_is_a_transform_with_buffers() -> None:
     assert isinstance(module, torch.nn.Module)
     assert {"mean", "std", "lut8"} <= set(dict(module.named_buffers()))
     assert torch.allclose(module.std, torch.tensor(STATS.per_image_std, dtype=torch.float64))
-    assert "scale=255.0" in repr(module)
+    assert "variant=" in repr(module) and "channels=('R', 'G', 'B')" in repr(module)
 
 
 def test_module_rejects_bad_input() -> None:
     module = adapters.Normalize.from_stats(STATS)
-    with pytest.raises(NormstatsError, match="expected \\(C, H, W\\)"):
+    with pytest.raises(NormstatsError, match=r"expected \(\.\.\., C, H, W\)"):
         module(torch.zeros(4, 4, 3, dtype=torch.uint8))
     with pytest.raises(TypeError, match="torch.bool"):
         module(torch.zeros(3, 2, 2, dtype=torch.bool))
@@ -64,7 +63,7 @@ def test_torchvision_arguments_are_the_stats_vectors() -> None:
     x = torch.rand(3, 4, 4, dtype=torch.float64)
     mean = torch.tensor(kwargs["mean"], dtype=torch.float64).view(3, 1, 1)
     std = torch.tensor(kwargs["std"], dtype=torch.float64).view(3, 1, 1)
-    ours = adapters.Normalize.from_stats(STATS, "per_image_std")(x * 255.0)
+    ours = adapters.Normalize.from_stats(STATS, "per_image_std")(x)  # after ToTensor
     assert torch.allclose(ours.double(), (x - mean) / std, rtol=1e-6, atol=1e-6)
 
 
@@ -77,3 +76,25 @@ def test_torchvision_transform_or_a_clear_import_error() -> None:
         return
     transform = adapters.torchvision_normalize(STATS)
     assert list(transform.mean) == list(STATS.mean)
+
+
+def test_a_drop_in_for_torchvision_normalize_after_and_before_to_tensor() -> None:
+    """torchvision's Normalize on a ToTensor output is (x - mean) / std in float32."""
+    rng = np.random.default_rng(5)
+    image = torch.from_numpy(rng.integers(0, 256, (3, 7, 6), dtype=np.uint8))
+    to_tensor = image.float().div(255)  # ToTensor: CHW float32 in [0, 1]
+    mean = torch.tensor(STATS.mean, dtype=torch.float32).view(3, 1, 1)
+    std = torch.tensor(STATS.std, dtype=torch.float32).view(3, 1, 1)
+    torchvision_style = (to_tensor - mean) / std
+    ours = adapters.Normalize.from_stats(STATS)
+    assert torch.allclose(ours(to_tensor), torchvision_style, atol=1e-6, rtol=0)
+    assert torch.allclose(ours(image), torchvision_style, atol=1e-6, rtol=0)  # uint8 input
+    batch = torch.stack([to_tensor, to_tensor])  # (N, C, H, W) as a DataLoader gives
+    assert torch.equal(ours(batch)[1], ours(to_tensor))
+
+
+def test_uint16_tensors_are_divided_by_65535() -> None:
+    norm = adapters.Normalize((0.5,), (0.25,))
+    x = torch.tensor([0, 65535, 32768], dtype=torch.uint16).view(1, 1, 3)
+    expected = (np.array([0, 65535, 32768]) / 65535 - 0.5) / 0.25
+    np.testing.assert_allclose(norm(x).flatten().numpy(), expected, rtol=1e-7)
