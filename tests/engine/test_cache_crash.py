@@ -18,11 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from PIL import Image
 
 import normstats
 from normstats.engine.cache import DatasetCache
 from normstats.sources.decoding.decode import DecodePolicy
+from normstats_cli import main
 
 CHILD = textwrap.dedent("""
     import os, signal, sys, time
@@ -155,3 +157,111 @@ def test_two_concurrent_runs_both_finish_and_the_cache_stays_consistent(tmp_path
     store = DatasetCache.open(cache, str(folder), DecodePolicy())
     segments, junk = store.load()
     assert len(segments) == 1 and junk == 0
+
+
+POOL_CHILD = textwrap.dedent("""
+    import sys, time
+    import normstats
+    from normstats.sources import folder
+
+    original_run = folder.FolderTask.run
+    def run(self):
+        time.sleep(0.5)  # slow tasks: the run is surely in the middle when it is killed
+        return original_run(self)
+    folder.FolderTask.run = run
+    normstats.compute(sys.argv[1], cache=sys.argv[2], workers=2, scheduler="processes",
+                      task_size=2)
+""")
+
+
+def process_group(pgid: int) -> list[int]:
+    """Live (not zombie) processes of the process group ``pgid``, from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited while listed
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGTERM])
+def test_killing_the_parent_of_the_process_pool_leaves_no_worker_and_no_lock(
+        tmp_path, dataset, kill):
+    """A SIGKILL, or a SIGTERM as soon as the pool exists, to the run's main process:
+    its forked workers die with it, the cache lock is free, and the next run writes the
+    cache and gives the bits of an uninterrupted run."""
+    folder, reference = dataset
+    cache = tmp_path / "cache"
+    script = tmp_path / "pool_child.py"
+    script.write_text(POOL_CHILD)
+    # its own session: the run and its workers form the process group of the run's pid
+    process = subprocess.Popen([sys.executable, str(script), str(folder), str(cache)],
+                               start_new_session=True)
+    try:
+        assert wait_for(lambda: len(process_group(process.pid)) >= 3, 120), "no pool started"
+        process.send_signal(kill)
+        process.wait(30)
+        assert wait_for(lambda: not process_group(process.pid), 10), process_group(process.pid)
+    finally:
+        for pid in process_group(process.pid):  # never leave one behind, even on failure
+            os.kill(pid, signal.SIGKILL)
+    store = DatasetCache.open(cache, str(folder), DecodePolicy())
+    assert store.try_lock(0.0)
+    store.unlock()
+    kept = committed_paths(folder, cache)
+    stats = normstats.compute(folder, cache=cache, workers=1)
+    assert stats == reference and stats.images_decoded == 24 - len(kept)
+    assert normstats.compute(folder, cache=cache, workers=1).images_cached == 24
+    result = CliRunner().invoke(main, ["cache", "clear", str(folder), "--cache", str(cache)])
+    assert result.exit_code == 0 and "cleared 1 dataset(s)" in result.output, result.output
+
+
+def test_a_lock_held_by_a_forked_child_dies_with_its_holder(tmp_path):
+    """A fork copies the lock's descriptor; the child closes its copy at once, so a
+    child that outlives the lock's holder cannot keep the cache locked."""
+    store = DatasetCache.open(tmp_path / "cache", str(tmp_path), DecodePolicy())
+    assert store.try_lock(0.0)
+    child_pid = os.fork()
+    if child_pid == 0:  # the child: lock free once the parent lets go, while it lives on
+        os._exit(0 if wait_for(lambda: _free(store), 10) else 1)
+    store.unlock()
+    _, status = os.waitpid(child_pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _free(store: DatasetCache) -> bool:
+    other = DatasetCache(store.path, store.identity)
+    if not other.try_lock(0.0):
+        return False
+    other.unlock()
+    return True
+
+
+def test_cache_clear_refusing_a_cache_in_use_exits_1(tmp_path, dataset):
+    folder, _ = dataset
+    cache = tmp_path / "cache"
+    normstats.compute(folder, cache=cache, workers=1)
+    store = DatasetCache.open(cache, str(folder), DecodePolicy())
+    assert store.try_lock(0.0)  # a run writing it
+    try:
+        result = CliRunner().invoke(main, ["cache", "clear", str(folder), "--cache",
+                                           str(cache)])
+    finally:
+        store.unlock()
+    assert result.exit_code == 1
+    assert f"in use by pid {os.getpid()}; not cleared" in result.stderr
+    assert committed_paths(folder, cache)  # nothing removed
