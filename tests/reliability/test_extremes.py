@@ -69,3 +69,32 @@ def test_a_local_worker_killed_once_costs_a_rerun_not_the_run(png_folder, monkey
     assert "running again on a local Dask cluster" in capfd.readouterr().err
     assert stats.skipped == ()
     assert_matches_oracle(stats, images, 255)
+
+
+def test_the_process_pool_never_thaws_what_the_caller_froze(png_folder):
+    """gc.freeze() keeps the parent's objects out of the workers' collections during a
+    pool run; gc.unfreeze() afterwards would thaw every frozen object, the caller's too.
+    A frozen reference cycle is never collected: once thawed, gc.collect() frees it."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    root, images = png_folder
+    cycle = Node()
+    cycle.self = cycle
+    alive = weakref.ref(cycle)
+    gc.freeze()  # the caller's own frozen objects (a server's preloaded state, say)
+    del cycle
+    try:
+        stats = normstats.compute(root, scheduler="processes", workers=2, task_size=4,
+                                  cache=False)
+        gc.collect()
+        assert alive() is not None  # still frozen
+    finally:
+        gc.unfreeze()
+    gc.collect()
+    assert alive() is None  # the check above could fail: thawed, the cycle is collected
+    assert_matches_oracle(stats, images, 255)
+    assert gc.get_freeze_count() == 0
