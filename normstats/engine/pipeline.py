@@ -251,10 +251,12 @@ def _worker_start(parent: int) -> None:
     """Tie a pool worker's life to its parent's, and set its process-wide decoding state.
 
     ``PR_SET_PDEATHSIG`` has the kernel SIGKILL the worker when the parent dies, even by
-    SIGKILL; if the parent died before the call, the worker already has a new parent and
-    exits at once. The worker is a process of ours, so Pillow's own limit is lifted (the
-    policy's is enforced from each header, `normstats.sources.decoding.decode`) and Pillow's
-    UserWarnings about damaged files, which the skip reasons already word, are silenced.
+    SIGKILL (strictly, when the forking thread ends: the pool forks from the thread that
+    runs the graph, which outlives the pool); if the parent died before the call, the
+    worker already has a new parent and exits at once. The worker is a process of ours,
+    so Pillow's own limit is lifted (the policy's is enforced from each header,
+    `normstats.sources.decoding.decode`) and Pillow's UserWarnings about damaged files,
+    which the skip reasons already word, are silenced.
     """
     if sys.platform.startswith("linux"):
         import ctypes
