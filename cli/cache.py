@@ -149,15 +149,18 @@ def clear_command(path: str | None, cache_dir: Path | None, yes: bool) -> None:
     if path is None and groups and not yes:
         click.confirm(f"delete the cache of {len(groups)} dataset(s) in {cache_dir}?",
                       abort=True)
-    cleared = []
+    cleared, refused = [], []
     for g in groups:
         cache = DatasetCache(g.path, g.identity)
         if not cache.try_lock(0.0):
             click.echo(f"{printable(str(g.path))}: in use by pid {cache.holder()}; not "
                        "cleared", err=True)
+            refused.append(g)
             continue
         shutil.rmtree(g.path, ignore_errors=True)
         cache.unlock()
         cleared.append(g)
     what = f"{len(cleared)} dataset(s)" if cleared else "nothing"
     click.echo(f"cleared {what} ({_size(sum(g.size for g in cleared))})")
+    if refused:  # a script must not take "in use, not cleared" for success
+        click.get_current_context().exit(1)

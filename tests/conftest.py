@@ -24,6 +24,20 @@ def random_images(rng: np.random.Generator, count: int, dtype=np.uint8,
     return out
 
 
+@pytest.fixture(autouse=True)
+def user_cache_in_a_temporary_folder(tmp_path_factory, monkeypatch) -> Path:
+    """The user's default record cache, for every test: a fresh temporary folder.
+
+    The CLI caches by default in $XDG_CACHE_HOME/normstats (or ~/.cache/normstats); no
+    test may write there. $NORMSTATS_CACHE is unset, so library calls stay uncached
+    unless a test asks (it would turn the cache on for ``compute(cache=None)``).
+    """
+    home = tmp_path_factory.mktemp("user-cache")
+    monkeypatch.delenv("NORMSTATS_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home / "normstats"
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261121)

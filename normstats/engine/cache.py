@@ -16,9 +16,7 @@ Markers are written to a temporary file and renamed into place.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import itertools
 import json
@@ -32,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import PIL
 
+from normstats.engine.cache_lock import lock_holder, release_lock, take_lock
 from normstats.engine.cache_plan import CachedFailure, SegmentIndex
 from normstats.maths.records import FloatRecords, IntegerRecords, Records
 from normstats.sources.decoding.decode import DecodePolicy
@@ -183,32 +182,20 @@ class DatasetCache:
 
     # -- locking -------------------------------------------------------------------
     def try_lock(self, wait: float) -> bool:
-        """Take the writer lock, polling for up to ``wait`` seconds; False if still busy."""
-        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    return False
-                time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._lock_fd = fd
-        return True
+        """Take the writer lock, polling for up to ``wait`` seconds; False if still busy.
+
+        A dead run's lock is free at once: see `normstats.engine.cache_lock`.
+        """
+        self._lock_fd = take_lock(self.path / "lock", wait)
+        return self._lock_fd is not None
 
     def holder(self) -> str:
         """The process id written by the current lock holder, for messages."""
-        with contextlib.suppress(OSError):
-            return (self.path / "lock").read_text().strip() or "?"
-        return "?"
+        return lock_holder(self.path / "lock")
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing releases the flock
+            release_lock(self._lock_fd)
             self._lock_fd = None
 
     # -- reading -------------------------------------------------------------------

@@ -14,7 +14,9 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import signal
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -220,15 +222,51 @@ def _merge_summaries(*summaries: Summary) -> Summary:
 
 @contextlib.contextmanager
 def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
-    """A pool of forked workers: no re-import per worker, so small runs start fast."""
+    """A pool of forked workers: no re-import per worker, so small runs start fast.
+
+    Each worker dies with this process (`_worker_start`): a SIGKILLed run leaves no
+    orphan decoding on, and none holding the record cache's lock.
+    """
     fused.available()  # compile the kernel once here, so forked workers inherit it
     method = "fork" if sys.platform.startswith("linux") else "spawn"
     # Frozen objects are skipped by the workers' garbage collector, so the parent's file
-    # list is not copied page by page into every worker; unfrozen again afterwards.
-    gc.freeze()
+    # list is not copied page by page into every worker. Unfreezing afterwards thaws every
+    # frozen object, so when the caller has frozen objects of its own, none are frozen here.
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
     try:
-        with ProcessPoolExecutor(max(1, workers),
-                                 mp_context=multiprocessing.get_context(method)) as pool:
+        with ProcessPoolExecutor(max(1, workers), mp_context=multiprocessing.get_context(method),
+                                 initializer=_worker_start, initargs=(os.getpid(),)) as pool:
             yield pool
     finally:
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _worker_start(parent: int) -> None:
+    """Tie a pool worker's life to its parent's, and set its process-wide decoding state.
+
+    ``PR_SET_PDEATHSIG`` has the kernel SIGKILL the worker when the parent dies, even by
+    SIGKILL (strictly, when the forking thread ends: the pool forks from the thread that
+    runs the graph, which outlives the pool); if the parent died before the call, the
+    worker already has a new parent and exits at once. The worker is a process of ours,
+    so Pillow's own limit is lifted (the policy's is enforced from each header,
+    `normstats.sources.decoding.decode`) and Pillow's UserWarnings about damaged files,
+    which the skip reasons already word, are silenced.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = None
+    warnings.simplefilter("ignore", UserWarning)
+    warnings.simplefilter("ignore", Image.DecompressionBombWarning)

@@ -188,6 +188,20 @@ def test_library_default_writes_no_cache_unless_the_environment_asks(folder, tmp
     assert resolve_cache_dir(None) is None
 
 
+def test_the_cli_default_cache_is_the_suites_temporary_folder(folder,
+                                                               user_cache_in_a_temporary_folder):
+    """The CLI caches by default; in the suite that lands in a temporary folder (the
+    autouse fixture of conftest.py), never in the user's real cache."""
+    real = Path(os.path.expanduser("~")) / ".cache" / "normstats"
+    before = sorted(real.iterdir()) if real.is_dir() else None
+    result = CliRunner().invoke(main, ["compute", str(folder), "--json", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert resolve_cache_dir(True) == user_cache_in_a_temporary_folder != real
+    group = DatasetCache.open(user_cache_in_a_temporary_folder, str(folder), DecodePolicy())
+    assert sum(len(s.index.paths) for s in group.load()[0]) == 30
+    assert (sorted(real.iterdir()) if real.is_dir() else None) == before
+
+
 def test_float_records_and_odd_names_round_trip_through_a_segment(tmp_path):
     rng = np.random.default_rng(3)
     keys = ("caf\udce9.tif", "a/b\nc.tif")

@@ -10,7 +10,6 @@ import io
 import logging
 import os
 import shutil
-import signal
 from pathlib import Path
 
 import distributed  # in the test extra: fail, never skip
@@ -179,20 +178,47 @@ def test_memory_url_on_the_cluster(client, folder):
 
 
 def test_killing_a_worker_mid_run_changes_nothing(client, folder, tmp_path):
-    pids = client.run(os.getpid)
-    killed: list[int] = []
+    """The worker killed is the one decoding a chosen file, in the middle of its task:
+    never an idle worker, whatever the scheduling."""
+    # defined here, so that they travel to the workers by value
+    def _arm(marker: str, victim: str) -> None:
+        """On a worker: the first worker of all to decode ``victim`` SIGKILLs itself while
+        decoding it (once: the marker file, created exclusively, records its pid)."""
+        import os
+        import signal
 
-    def kill_a_busy_worker(result) -> None:
-        if killed:
-            return
-        busy = [w for w, keys in client.processing().items() if keys] or list(pids)
-        killed.append(pids[busy[0]])
-        os.kill(killed[0], signal.SIGKILL)
+        from normstats.sources.decoding import decode
 
-    cache = tmp_path / "cache"
-    stats = normstats.compute(folder, scheduler=client, task_size=2, cache=cache,
-                              on_result=kill_a_busy_worker)
-    assert killed and killed[0] not in client.run(os.getpid).values()
+        real = getattr(decode, "_unarmed_decode_bytes", decode.decode_bytes)
+        decode._unarmed_decode_bytes = real
+
+        def decode_bytes(data, name, *rest):
+            if name.endswith(victim):
+                try:
+                    fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                except FileExistsError:
+                    return real(data, name, *rest)
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(data, name, *rest)
+
+        decode.decode_bytes = decode_bytes
+
+    def _disarm() -> None:
+        from normstats.sources.decoding import decode
+
+        decode.decode_bytes = getattr(decode, "_unarmed_decode_bytes", decode.decode_bytes)
+
+    marker = tmp_path / "killed"
+    client.run(_arm, str(marker), os.path.join("cat", "031.png"))
+    try:
+        cache = tmp_path / "cache"
+        stats = normstats.compute(folder, scheduler=client, task_size=2, cache=cache)
+    finally:
+        client.run(_disarm)
+    killed = int(marker.read_text())
+    assert killed not in client.run(os.getpid).values()
     assert numbers(stats) == numbers(local(folder))
     again = local(folder, cache=cache)  # what the cache holds is exact too
     assert again.images_cached == IMAGES and numbers(again) == numbers(stats)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import threading
+import warnings
 
+import numpy as np
 from click.testing import CliRunner
 from oracle import assert_matches_oracle
 from PIL import Image
@@ -71,7 +74,8 @@ def test_decompression_bomb_warning_and_error_levels_are_both_refused(png_folder
     found = reasons(stats)
     limit = f"exceeds the limit of {DEFAULT_MAX_PIXELS} pixels"  # never Pillow's 2x figure
     assert found == {
-        "warning_level.png": f"decompression bomb: {warning_side} pixels {limit}; raise it "
+        "warning_level.png": f"decompression bomb: 9500x9500 = {warning_side} pixels {limit}; "
+                             "raise it "
                              "with --max-pixels if the file is trusted",
         "error_level.png": f"decompression bomb: {error_side} pixels {limit}; raise it "
                            "with --max-pixels if the file is trusted"}
@@ -103,3 +107,68 @@ def test_max_pixels_sets_the_limit_for_both_levels_and_every_decoder(tmp_path, r
     assert stats.skipped == ()
     assert_matches_oracle(stats, [pillow(data[n]) for n in sorted(files)], 255)
     assert Image.MAX_IMAGE_PIXELS == DEFAULT_MAX_PIXELS
+
+
+def test_threads_decoding_under_different_limits_leave_the_callers_pillow_and_warnings(
+        tmp_path, rng, monkeypatch):
+    """Runs with the threads scheduler and different --max-pixels, four at once, while the
+    caller's thread watches Pillow's limit and the warning filters: both stay the caller's,
+    every run refuses exactly the images over its own limit, and a UserWarning the caller
+    raises afterwards is still shown."""
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 123_456_789)  # the caller's own limit
+    filters = list(warnings.filters)
+    for i in range(16):  # TIFF and BMP go through Pillow (no fast path)
+        size, fmt = ((20, 20) if i % 2 else (10, 10)), ("TIFF", "BMP")[i % 4 // 2]
+        (tmp_path / f"{i:02d}.{fmt.lower()}").write_bytes(encode(photo(rng, *size), fmt))
+    expected = {100: 8, 399: 8, 400: 16, 10**6: 16}  # images of 100 and 400 pixels
+    outcomes: list[tuple[int, int, int]] = []
+
+    def runs(limit: int) -> None:
+        for _ in range(5):
+            stats = normstats.compute(tmp_path, scheduler="threads", workers=3, task_size=1,
+                                      max_pixels=limit, cache=False)
+            outcomes.append((limit, stats.images, len(stats.skipped)))
+
+    callers = [threading.Thread(target=runs, args=(limit,)) for limit in expected]
+    for thread in callers:
+        thread.start()
+    seen_limits, seen_filters = set(), 0
+    while any(thread.is_alive() for thread in callers):
+        seen_limits.add(Image.MAX_IMAGE_PIXELS)
+        seen_filters += warnings.filters != filters
+    seen_limits.add(Image.MAX_IMAGE_PIXELS)
+    seen_filters += warnings.filters != filters
+    assert seen_limits == {123_456_789} and seen_filters == 0
+    assert sorted(set(outcomes)) == [(limit, count, 16 - count)
+                                     for limit, count in expected.items()]
+    assert len(outcomes) == 20
+    shown: list[str] = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *rest: shown.append(
+        str(message)))
+    warnings.warn("the caller's own warning", UserWarning, stacklevel=1)
+    assert shown == ["the caller's own warning"]
+
+
+def test_max_pixels_above_the_callers_pillow_limit(tmp_path, rng, monkeypatch):
+    """Pillow errors above twice its own limit, which normstats never changes in the
+    caller's process: sync runs name that limit; the process pool's workers, processes
+    of normstats, enforce --max-pixels alone and decode the file exactly."""
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    images = [photo(rng, 50, 50), photo(rng, 10, 10)]  # 2500 > 2 x 1000 pixels, and 100
+    for i, image in enumerate(images):
+        (tmp_path / f"{i}.bmp").write_bytes(encode(image, "BMP"))
+        (tmp_path / f"{i}_copy.bmp").write_bytes(encode(image, "BMP"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning either: the caller sees a skip reason
+        stats = compute_sync(tmp_path, max_pixels=10**6)
+    assert reasons(stats) == {name: (
+        "2500 pixels is within --max-pixels but over the limit of Pillow in this process "
+        "(PIL.Image.MAX_IMAGE_PIXELS = 1000), which normstats never changes in the caller's "
+        "process; raise it there, or run with the processes scheduler")
+        for name in ("0.bmp", "0_copy.bmp")}
+    pooled = normstats.compute(tmp_path, scheduler="processes", workers=2, task_size=1,
+                               max_pixels=10**6, cache=False)
+    assert pooled.skipped == ()
+    assert_matches_oracle(pooled, [np.asarray(image) for image in images for _ in range(2)],
+                          255)
+    assert Image.MAX_IMAGE_PIXELS == 1000

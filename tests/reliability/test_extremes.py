@@ -26,18 +26,23 @@ def test_uint16_at_its_maximum_past_int64_end_to_end():
     assert stats.min == stats.max == (1.0,) and stats.images == 33_000
 
 
-def test_bit_flipped_cache_chunks_are_caught_by_the_digest(png_folder, tmp_path):
-    """Unlike a truncated chunk (tests/engine/test_cache.py), a flipped bit can still decompress;
-    the segment's SHA-256 digest catches it and the files are decoded again."""
+def test_a_cache_chunk_changed_but_well_formed_is_caught_by_the_digest(png_folder, tmp_path):
+    """Unlike a truncated or bit-flipped chunk, which zstd already refuses, a chunk
+    rewritten through zarr (one record value changed, compressed again) reads back
+    without error: only the segment's SHA-256 digest can tell, and the files are decoded
+    again."""
+    import zarr
+
     root, images = png_folder
     cache = tmp_path / "cache"
     first = normstats.compute(root, cache=cache, workers=1)
-    chunks = [p for p in cache.rglob("*") if p.is_file() and "/c/" in p.as_posix()]
-    assert chunks
-    for chunk in chunks:
-        data = bytearray(chunk.read_bytes())
-        data[len(data) // 2] ^= 0x10
-        chunk.write_bytes(bytes(data))
+    segments = [p for p in cache.glob("*/segments/*") if p.is_dir()]
+    assert len(segments) == 1
+    sums = zarr.open_group(segments[0], mode="r+")["sums"]
+    changed = np.asarray(sums[...])
+    changed[0, 0] += 1  # one image's red sum, off by one: well-formed and plausible
+    sums[...] = changed
+    assert np.array_equal(zarr.open_group(segments[0], mode="r")["sums"][...], changed)
     again = normstats.compute(root, cache=cache, workers=1)
     assert (again.images_decoded, again.images_cached) == (len(images), 0)
     assert again == first
@@ -64,3 +69,32 @@ def test_a_local_worker_killed_once_costs_a_rerun_not_the_run(png_folder, monkey
     assert "running again on a local Dask cluster" in capfd.readouterr().err
     assert stats.skipped == ()
     assert_matches_oracle(stats, images, 255)
+
+
+def test_the_process_pool_never_thaws_what_the_caller_froze(png_folder):
+    """gc.freeze() keeps the parent's objects out of the workers' collections during a
+    pool run; gc.unfreeze() afterwards would thaw every frozen object, the caller's too.
+    A frozen reference cycle is never collected: once thawed, gc.collect() frees it."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    root, images = png_folder
+    cycle = Node()
+    cycle.self = cycle
+    alive = weakref.ref(cycle)
+    gc.freeze()  # the caller's own frozen objects (a server's preloaded state, say)
+    del cycle
+    try:
+        stats = normstats.compute(root, scheduler="processes", workers=2, task_size=4,
+                                  cache=False)
+        gc.collect()
+        assert alive() is not None  # still frozen
+    finally:
+        gc.unfreeze()
+    gc.collect()
+    assert alive() is None  # the check above could fail: thawed, the cycle is collected
+    assert_matches_oracle(stats, images, 255)
+    assert gc.get_freeze_count() == 0

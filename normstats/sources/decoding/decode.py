@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import warnings
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -148,40 +147,43 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     if fast is not None:
         names = channel_names_for(policy.mode, fast.shape[2])
         return DecodedImage(_transformed(fast, names, policy, name), names)
-    # Pillow reads its limit from a module global: set it for this decode and put the
-    # caller's value back, so compute(max_pixels=...) never changes the limit the user's own
-    # Image.open calls get afterwards. (_check_size enforces the policy whatever the global.)
-    previous_limit = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = int(policy.max_pixels)
-    with warnings.catch_warnings():
-        # Pillow's UserWarnings ("Corrupt EXIF data", "Truncated File Read") are multi-line
-        # noise on stderr for every damaged file; the skip reason already says what failed.
-        warnings.simplefilter("ignore", UserWarning)
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        try:
-            image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
-            check_size(image, policy, name)
-            image.load()
-        except UnreadableInputError:
-            raise
-        except UnidentifiedImageError:
-            raise UnreadableInputError(unidentified_reason(data), name) from None
-        except MemoryError:
-            raise  # the machine's limit, not the file's fault: worded by decode_bytes
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
-            # Pillow warns above the limit and errors above twice it, naming 2x the limit
-            # in the second case; both are refused, with the limit the user can change.
-            found = re.search(r"\((\d+) pixels\)", str(error))
-            size = f"{found.group(1)} pixels" if found else "the image"
-            raise UnreadableInputError(bomb_reason(size, policy.max_pixels), name) from None
-        except Exception as error:  # noqa: BLE001 - any decoder failure is this file's fault
-            raise UnreadableInputError(f"truncated or corrupt image data ({error})",
-                                       name) from None
-        finally:
-            Image.MAX_IMAGE_PIXELS = previous_limit
+    # Thread-safe by design: Pillow's limit (Image.MAX_IMAGE_PIXELS) and the warning filters
+    # are module globals shared with the caller's threads, so neither is ever changed here
+    # (the fork pool's workers, processes of our own, set them once: engine.pipeline).
+    # check_size enforces the policy's limit from the header, before a pixel is allocated.
+    try:
+        image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
+        check_size(image, policy, name)
+        image.load()
+        check_size(image, policy, name)  # a GIF frame may extend the canvas while loading
+    except UnreadableInputError:
+        raise
+    except UnidentifiedImageError:
+        raise UnreadableInputError(unidentified_reason(data), name) from None
+    except MemoryError:
+        raise  # the machine's limit, not the file's fault: worded by decode_bytes
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+        # Pillow's own check, at the caller's Image.MAX_IMAGE_PIXELS (errors above twice it;
+        # its warning arrives here only if the caller's filters turn it into an error).
+        raise UnreadableInputError(_pillow_bomb_reason(error, policy), name) from None
+    except Exception as error:  # noqa: BLE001 - any decoder failure is this file's fault
+        raise UnreadableInputError(f"truncated or corrupt image data ({error})",
+                                   name) from None
     pixels = pixels_under_mode(image, data, policy.mode, name)
     names = decoded_channel_names(image.mode, policy.mode, pixels.shape[2])
     return DecodedImage(_transformed(pixels, names, policy, name), names)
+
+
+def _pillow_bomb_reason(error: Exception, policy: DecodePolicy) -> str:
+    """Why Pillow's own limit refused a file: the policy's limit, or the caller's Pillow's."""
+    found = re.search(r"\((\d+) pixels\)", str(error))
+    if found is None or int(found.group(1)) > policy.max_pixels:
+        size = f"{found.group(1)} pixels" if found else "the image"
+        return bomb_reason(size, policy.max_pixels)
+    return (f"{found.group(1)} pixels is within --max-pixels but over the limit of Pillow "
+            f"in this process (PIL.Image.MAX_IMAGE_PIXELS = {Image.MAX_IMAGE_PIXELS}), "
+            "which normstats never changes in the caller's process; raise it there, or run "
+            "with the processes scheduler")
 
 
 def _transformed(pixels: np.ndarray, names: tuple[str, ...], policy: DecodePolicy,

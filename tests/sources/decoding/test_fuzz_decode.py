@@ -4,10 +4,11 @@ Hypothesis takes small valid files of every allowed format and damages them: bit
 overwritten bytes, truncations and splices of two files (the header of one and the body
 of another). A folder of such files goes through `normstats.compute`, and:
 
-- nothing crashes and nothing hangs: each file's decode finishes within a few seconds
-  (the largest seen while writing this test was ~0.05 s; a flipped size field can make
-  a decoder allocate and fill a big canvas before it finds the data short, which is why
-  the bound is seconds and not milliseconds);
+- nothing crashes, and the work of each file is bounded, counted rather than timed: a
+  flipped size field can make a decoder allocate and fill a big canvas before it finds
+  the data short, so the run uses a small ``max_pixels`` and every canvas Pillow
+  allocates (``Image.core.new`` / ``fill``) is checked against it; the claim is refused
+  from the header. A hang is caught by the suite's pytest-timeout;
 - every file that could not be used is in ``skipped`` with a one-line reason;
 - every file that did decode contributes exactly what Pillow decodes from it (no
   ``LOAD_TRUNCATED_IMAGES``): the statistics equal the exact oracle of those pixels.
@@ -18,10 +19,12 @@ minute on two cores.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tempfile
-import time
 import warnings
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +38,9 @@ import normstats
 from normstats import EmptyDatasetError, UnreadableInputError
 from normstats.sources.decoding.decode import ALLOWED_FORMATS, DecodePolicy, decode_file
 
-#: Generous: a hang, not a slow decoder, is what this bound is for.
-DECODE_SECONDS = 5.0
+#: 64 times the seeds' 20x16 pixels: a mutated size field up to it is decoded, past it
+#: refused from the header; no decode handles more pixels than this.
+MAX_PIXELS = 64 * 20 * 16
 
 
 def _encode(image: Image.Image, fmt: str, **options) -> bytes:
@@ -131,23 +135,87 @@ def check_folder(root: Path, files: list[tuple], mode: str) -> None:
         name = f"{index}_{seed}" + (".jpg" if named_jpg else "")
         written[name] = mutate(SEEDS[seed], mutations)
         (root / name).write_bytes(written[name])
-    policy = DecodePolicy(mode)
+    policy = DecodePolicy(mode, max_pixels=MAX_PIXELS)
     decoded, failed = {}, set()
     for name in written:
-        start = time.perf_counter()
-        try:
-            decoded[name] = decode_file(str(root / name), policy, name).pixels
-        except UnreadableInputError:
-            failed.add(name)
-        assert time.perf_counter() - start < DECODE_SECONDS, name
+        with canvases() as sizes:
+            try:
+                decoded[name] = decode_file(str(root / name), policy, name).pixels
+            except UnreadableInputError:
+                failed.add(name)
+        assert all(w * h <= MAX_PIXELS for w, h in sizes), (name, sizes)
     for name, pixels in decoded.items():  # what normstats decoded is what Pillow decodes
         assert np.array_equal(pixels, pillow_pixels(written[name], mode)), name
     if not decoded:
         with pytest.raises(EmptyDatasetError, match="no usable image"):
-            normstats.compute(root, mode=mode, scheduler="sync", cache=False)
+            normstats.compute(root, mode=mode, scheduler="sync", cache=False,
+                              max_pixels=MAX_PIXELS)
         return
-    stats = normstats.compute(root, mode=mode, scheduler="sync", cache=False)
+    stats = normstats.compute(root, mode=mode, scheduler="sync", cache=False,
+                              max_pixels=MAX_PIXELS)
     skipped = {s.path: s.reason for s in stats.skipped}
     assert set(skipped) == failed
     assert all(reason and "\n" not in reason for reason in skipped.values())
     assert_matches_oracle(stats, [decoded[name] for name in sorted(decoded)], 255)
+
+
+@contextlib.contextmanager
+def canvases() -> Iterator[list[tuple[int, int]]]:
+    """The size of every image memory Pillow allocates inside the block (this thread)."""
+    sizes: list[tuple[int, int]] = []
+    core = Image.core
+    originals = {name: getattr(core, name) for name in ("new", "fill")}
+
+    def spy(original):
+        def allocate(mode, size, *rest):
+            sizes.append(tuple(size))
+            return original(mode, size, *rest)
+        return allocate
+
+    for name, original in originals.items():
+        setattr(core, name, spy(original))
+    try:
+        yield sizes
+    finally:
+        for name, original in originals.items():
+            setattr(core, name, original)
+
+
+def test_the_canvas_spy_sees_pillows_allocations():
+    """The bound above is only as good as the spy: it must see a decode's canvas."""
+    with canvases() as sizes:
+        decode_file_bytes = SEEDS["rgb.bmp"]
+        Image.open(io.BytesIO(decode_file_bytes)).load()
+    assert (20, 16) in sizes
+
+
+def _claiming(name: str, width: int) -> bytes:
+    """A seed whose header claims ``width`` columns (the data stays the seed's)."""
+    data = bytearray(SEEDS[name])
+    if name.endswith(".bmp"):
+        data[18:22] = width.to_bytes(4, "little")  # BITMAPINFOHEADER biWidth
+    elif name.endswith(".png"):
+        data[16:20] = width.to_bytes(4, "big")  # IHDR width
+        data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")  # its CRC again
+    elif name.endswith(".ppm"):
+        data = bytearray(bytes(data).replace(b"20 16", f"{width} 16".encode(), 1))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("name", ["rgb.bmp", "rgb.png", "rgb.ppm"])
+def test_a_size_field_past_the_limit_is_refused_before_any_canvas(tmp_path, name):
+    """The bound of the fuzz test on the flipped size field it may not happen to draw:
+    a header claiming 5,000 x 16 pixels is refused from the header, before Pillow
+    allocates a canvas; one claiming 1,000 x 16 (within the limit) gets its canvas."""
+    for width, refused in ((5_000, True), (1_000, False)):
+        path = tmp_path / f"{width}_{name}"
+        path.write_bytes(_claiming(name, width))
+        with canvases() as sizes:
+            with pytest.raises(UnreadableInputError) as error:
+                decode_file(str(path), DecodePolicy("RGB", max_pixels=MAX_PIXELS))
+        if refused:
+            assert "decompression bomb: 5000x16 = 80000 pixels" in str(error.value)
+            assert sizes == []
+        else:  # the data is too short for the claimed size: Pillow allocates, then fails
+            assert "decompression bomb" not in str(error.value)
+            assert (1_000, 16) in sizes
