@@ -35,6 +35,7 @@ class _RunningStats(NormLayer):
         track_running_stats: bool,
         axis: int,
         unbiased_running_var: bool,
+        ranks: tuple[int, ...] | None = None,
     ) -> None:
         if num_features < 1:
             raise InvalidOptionError(f"num_features must be positive, got {num_features}")
@@ -46,6 +47,17 @@ class _RunningStats(NormLayer):
         self.running_mean = np.zeros(num_features, self.dtype) if track_running_stats else None
         self.running_var = np.ones(num_features, self.dtype) if track_running_stats else None
         self.num_batches_tracked = 0
+        self.ranks = ranks  # input ranks accepted, as torch's 1d/2d/3d classes; None: any
+
+    def _check_rank(self, x: np.ndarray) -> None:
+        if self.ranks is not None and x.ndim not in self.ranks:
+            expected = " or ".join(f"{r}D" for r in self.ranks)
+            raise InvalidOptionError(f"expected {expected} input (got {x.ndim}D input)")
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self._channels}, eps={self.eps}, "
+                f"momentum={self.momentum}, affine={self.weight is not None}, "
+                f"track_running_stats={self.track_running_stats})")
 
     def _channel_axis(self, ndim: int) -> int:
         return self.axis % ndim
@@ -117,15 +129,21 @@ class BatchNorm(_RunningStats):
     unbiased_running_var : bool
         Feed the unbiased ``n / (n - 1)`` batch variance into the running variance
         (PyTorch); False feeds the biased one (Keras 3).
+    spatial_dims : int, optional
+        1, 2 or 3: accept only the input ranks of torch's ``BatchNorm1d`` ((N, C) or
+        (N, C, L)), ``BatchNorm2d`` or ``BatchNorm3d``, with torch's message otherwise.
+        None accepts any rank from 2. ``eps`` must be positive in training, as in torch.
     dtype : numpy dtype
         float32 (the default, as PyTorch) or float64.
 
     Examples
     --------
-    >>> bn = BatchNorm(2, eps=0.0, dtype=np.float64)
+    >>> bn = BatchNorm(2, dtype=np.float64)
     >>> x = np.array([[0.0, 10.0], [2.0, 30.0]])
-    >>> bn(x).tolist()
+    >>> np.round(bn(x), 4).tolist()
     [[-1.0, -1.0], [1.0, 1.0]]
+    >>> bn
+    BatchNorm(2, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)
     >>> bn.running_mean.tolist()  # 0.9 * 0 + 0.1 * batch mean
     [0.1, 2.0]
     >>> bn.running_var.tolist()  # 0.9 * 1 + 0.1 * unbiased batch variance
@@ -142,8 +160,12 @@ class BatchNorm(_RunningStats):
         *,
         axis: int = 1,
         unbiased_running_var: bool = True,
+        spatial_dims: int | None = None,
         dtype: Any = np.float32,
     ) -> None:
+        # torch's BatchNorm1d takes (N, C) or (N, C, L); 2d (N, C, H, W); 3d (N, C, D, H, W)
+        ranks = None if spatial_dims is None else \
+            ((2, 3) if spatial_dims == 1 else (spatial_dims + 2,))
         super().__init__(
             num_features,
             affine,
@@ -153,6 +175,7 @@ class BatchNorm(_RunningStats):
             track_running_stats,
             axis,
             unbiased_running_var,
+            ranks,
         )
 
     @classmethod
@@ -230,7 +253,11 @@ class BatchNorm(_RunningStats):
         return layer
 
     def _reduction_view(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+        self._check_rank(x)
         self._check_channels(x, 2)
+        if self.training and self.eps <= 0:
+            raise InvalidOptionError(f"batch_norm eps must be positive during training, but "
+                                     f"got {self.eps:g} (a constant channel would divide by 0)")
         channel = self._channel_axis(x.ndim)
         if self.training and x.size // self._channels < 2:
             raise InvalidOptionError(
@@ -246,10 +273,13 @@ class BatchNorm(_RunningStats):
 class InstanceNorm(_RunningStats):
     """Instance normalization: per sample and channel, over the spatial axes.
 
-    Input (N, C, *spatial) with at least one spatial axis. PyTorch defaults:
+    Input (N, C, *spatial) with at least one spatial axis, or one unbatched sample
+    (C, *spatial): a 2-d input is (C, L); with ``spatial_dims`` (1, 2 or 3, as torch's
+    InstanceNorm1d/2d/3d) the ranks are checked as torch does. PyTorch defaults:
     ``affine=False`` and ``track_running_stats=False``; with tracking, the running
     statistics are updated with the batch average of the per-instance mean and
-    unbiased variance, and used in evaluation mode.
+    unbiased variance, and used in evaluation mode. As in torch, ``momentum=None`` leaves
+    them unchanged and ``num_batches_tracked`` stays 0.
 
     Examples
     --------
@@ -262,17 +292,31 @@ class InstanceNorm(_RunningStats):
         self,
         num_features: int,
         eps: float = 1e-5,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         affine: bool = False,
         track_running_stats: bool = False,
         *,
+        spatial_dims: int | None = None,
         dtype: Any = np.float32,
     ) -> None:
-        if momentum is None:
-            raise InvalidOptionError(
-                "InstanceNorm needs a float momentum (PyTorch ignores None here)"
-            )
-        super().__init__(num_features, affine, eps, dtype, momentum, track_running_stats, 1, True)
+        ranks = None if spatial_dims is None else (spatial_dims + 1, spatial_dims + 2)
+        super().__init__(num_features, affine, eps, dtype, momentum, track_running_stats, 1,
+                         True, ranks)
+        self.spatial_dims = spatial_dims
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """Normalize (N, C, *spatial) or one unbatched (C, *spatial) sample, as torch does."""
+        x = np.asarray(x)
+        self._check_rank(x)
+        unbatched = x.ndim == 2 if self.spatial_dims is None else x.ndim == self.spatial_dims + 1
+        self._unbatched = unbatched
+        return super().__call__(x[None])[0] if unbatched else super().__call__(x)
+
+    def backward(self, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        if getattr(self, "_unbatched", False):
+            dx, dw, db = super().backward(np.asarray(dy)[None])
+            return dx[0], dw, db
+        return super().backward(dy)
 
     def _reduction_view(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
         self._check_channels(x, 3)
@@ -283,7 +327,12 @@ class InstanceNorm(_RunningStats):
         return x, tuple(range(2, x.ndim))
 
     def _update_running(self, cache: F.NormCache, rshape: tuple[int, ...]) -> None:
+        # As torch: momentum=None leaves the running statistics where they are, and
+        # InstanceNorm never counts num_batches_tracked.
+        if not self.track_running_stats or self.momentum is None:
+            return
         n = math.prod(rshape[2:])
         mean = cache.mean.reshape(rshape[:2]).mean(axis=0)
         var = self._running_input_var(cache.var.reshape(rshape[:2]), n).mean(axis=0)
-        self._record(mean, var)
+        self.running_mean = self._blend(self.running_mean, mean)
+        self.running_var = self._blend(self.running_var, var)

@@ -37,6 +37,7 @@ class LayerNorm(NormLayer):
         eps: float = 1e-5,
         affine: bool = True,
         *,
+        bias: bool = True,
         dtype: Any = np.float32,
     ) -> None:
         shape = (
@@ -48,6 +49,12 @@ class LayerNorm(NormLayer):
             )
         super().__init__(math.prod(shape), shape, affine, eps, dtype)
         self.normalized_shape = shape
+        if not bias:
+            self.bias = None  # torch's LayerNorm(bias=False): a weight and no bias
+
+    def __repr__(self) -> str:
+        return (f"LayerNorm({self.normalized_shape}, eps={self.eps}, "
+                f"affine={self.weight is not None}, bias={self.bias is not None})")
 
     def _reduction_view(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
         k = len(self.normalized_shape)
@@ -91,6 +98,10 @@ class GroupNorm(NormLayer):
             )
         super().__init__(num_channels, (num_channels,), affine, eps, dtype)
         self.num_groups = num_groups
+
+    def __repr__(self) -> str:
+        return (f"GroupNorm({self.num_groups}, {self._channels}, eps={self.eps}, "
+                f"affine={self.weight is not None})")
 
     def _reduction_view(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
         if x.ndim < 2 or x.shape[1] != self._channels:
