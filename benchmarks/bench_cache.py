@@ -11,6 +11,7 @@ planning). Prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import tempfile
@@ -69,6 +70,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3, help="Cold runs to take a median of.")
+    parser.add_argument("--json", default=None, help="also write the raw timings here")
     parser.add_argument("--keep", default=None, help="Reuse/keep the dataset in this folder.")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="normstats-bench-cache-"))
@@ -104,6 +106,10 @@ def main() -> None:
         print("| run | seconds | decoded | note |\n|---|---:|---:|---|")
         for name, seconds, decoded, note in rows:
             print(f"| {name} | {seconds:.3f} | {decoded:,} | {note} |")
+        if args.json:
+            Path(args.json).write_text(json.dumps({
+                "images": plain.images, "size": args.size, "workers": args.workers,
+                "rows": [[name, seconds, decoded] for name, seconds, decoded, _ in rows]}))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -77,7 +77,7 @@ class _TensorItems:
     def __getitem__(self, index: int):
         import torch
 
-        return torch.from_numpy(np.asarray(pil_loader(self.files[index]))).permute(2, 0, 1)
+        return torch.from_numpy(np.array(pil_loader(self.files[index]))).permute(2, 0, 1)
 
 
 def forum_recipe_on_dataset(dataset: UserDataset) -> tuple:
@@ -117,32 +117,49 @@ def data_loader_float64(files: list[Path]) -> tuple:
     return mean.numpy(), (total_sq / count - mean**2).sqrt().numpy(), None
 
 
-def bench_datasets(quick: bool) -> list[str]:
-    """The table: every peer and normstats on the same 10,000 (quick: 1,000) JPEGs."""
-    import run
+def bench_datasets(quick: bool) -> dict:
+    """The section: every peer and normstats on the same 10,000 (quick: 1,000) JPEGs."""
+    from datasets import make_jpeg_folder
+    from timing import difference, goal, measure, peer_table
 
     count = 1_000 if quick else 10_000
-    files = run.make_jpeg_folder(count, 256)
+    files = make_jpeg_folder(count, 256)
     root = files[0].parent
-    candidates = [
-        ("normstats, ImageFolder-shaped dataset", lambda: normstats.compute(ImageFolder(files))),
-        ("normstats, user Dataset (PIL items)", lambda: normstats.compute(UserDataset(files))),
-        ("normstats, the folder", lambda: normstats.compute(root, cache=False)),
-        ("DataLoader(num_workers=2) + float64", lambda: data_loader_float64(files)),
-        ("forum recipe over the dataset", lambda: forum_recipe_on_dataset(UserDataset(files))),
-    ]
+    candidates = {
+        IMAGE_FOLDER: lambda: normstats.compute(ImageFolder(files)),
+        USER_DATASET: lambda: normstats.compute(UserDataset(files)),
+        FOLDER: lambda: normstats.compute(root, cache=False),
+        "DataLoader(num_workers=2) + float64": lambda: data_loader_float64(files),
+        FORUM: lambda: forum_recipe_on_dataset(UserDataset(files)),
+    }
     exact = normstats.compute(root, cache=False)
-    rows = []
-    for name, function in candidates:
-        med, low, high, result = run.measure(function, 3)
-        if isinstance(result, normstats.DatasetStats):
-            result = run.normstats_triple(result)
-        rows.append((name, med, low, high, run.difference(result, exact)))
-    return run.print_table(f"map-style datasets over {count} JPEGs 256×256", rows, "images/s",
-                           count, "normstats, ImageFolder-shaped dataset")
+    rows, med = [], {}
+    for name, function in candidates.items():
+        median, low, high, result = measure(function, 3)
+        med[name] = median
+        rows.append((name, median, low, high, difference(result, exact)))
+    values = {"images": count, "forum_vs_image_folder": med[FORUM] / med[IMAGE_FOLDER],
+              "forum_vs_user_dataset": med[FORUM] / med[USER_DATASET],
+              "image_folder_vs_folder": med[IMAGE_FOLDER] / med[FOLDER] - 1,
+              "user_dataset_vs_folder": med[USER_DATASET] / med[FOLDER] - 1,
+              "data_loader_vs_image_folder":
+                  med["DataLoader(num_workers=2) + float64"] / med[IMAGE_FOLDER]}
+    goals = [goal(f"compute(ds) of an ImageFolder-shaped dataset, {count:,} JPEGs 256²: ≥ 3× "
+                  "the forum recipe", values["forum_vs_image_folder"], ">=", 3, "{:.1f}×"),
+             goal("same: within 25% of compute(folder)", values["image_folder_vs_folder"],
+                  "<=", 0.25, "{:+.1%}")]
+    return {"title": f"map-style datasets over {count:,} photo-like JPEGs 256×256",
+            "tables": {"main": peer_table(rows, count, IMAGE_FOLDER)},
+            "values": values, "goals": goals}
+
+
+IMAGE_FOLDER = "normstats, ImageFolder-shaped dataset"
+USER_DATASET = "normstats, user Dataset (PIL items)"
+FOLDER = "normstats, the folder"
+FORUM = "forum recipe over the dataset"
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    bench_datasets(parser.parse_args().quick)
+    print(bench_datasets(parser.parse_args().quick))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import platform
@@ -32,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from datasets import make_jpeg_folder  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
-from run import make_jpeg_folder  # noqa: E402
 
 import normstats  # noqa: E402
 from normstats.engine.cluster import local_cluster  # noqa: E402
@@ -70,6 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=5_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", default=None, help="also write the raw timings here")
     args = parser.parse_args()
     logger = logging.getLogger("normstats.engine.distributed")
     logger.addHandler(STAGES)
@@ -100,6 +102,8 @@ def main() -> None:
             for key, values in measure(candidates, args.repeats, reference).items():
                 times.setdefault(key, []).extend(values)
     report(times, args.images)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"images": args.images, "times": times}))
     print(f"load average after: {os.getloadavg()}")
 
 

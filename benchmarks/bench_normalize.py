@@ -23,11 +23,13 @@ all of them alike; the table reports medians, min-max spread and ratios of media
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -140,6 +142,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="32 images, 5 rounds")
     parser.add_argument("--images", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--json", default=None, help="also write the raw timings here")
     args = parser.parse_args()
     n = args.images or (32 if args.quick else 256)
     rounds = args.rounds or (5 if args.quick else 11)
@@ -148,7 +151,11 @@ def main() -> None:
     print(f"# uint8 {x.shape} NHWC -> float32 NCHW, {x.nbytes / 1e6:.1f} MB in, {rounds} rounds")
     print(f"# {environment()}")
     check_agreement(x, funcs)
-    report(measure(x, funcs, rounds), x.nbytes)
+    times = measure(x, funcs, rounds)
+    report(times, x.nbytes)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"images": n, "rounds": rounds,
+                                               "nbytes": x.nbytes, "times": times}))
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
 
     import normstats
     from normstats.analyses.record_reports import RecordCollector
-    from normstats.analyses.text_report import render_report
+    from normstats.maths.text_report import render_report
 
     names = tuple(c.strip() for c in channels.split(",")) if channels else None
     more = pop_extras(options)  # --to/--bgr/--sample/--seed/--precision/--percentiles
@@ -132,7 +132,7 @@ def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
 def demo(out: str | None, images: int) -> None:
     """Build a small synthetic photo dataset offline and compute its constants."""
     import normstats
-    from normstats.analyses.text_report import render_report
+    from normstats.maths.text_report import render_report
     from normstats_cli.demo import write_demo_dataset
 
     with tempfile.TemporaryDirectory(prefix="normstats-demo-") as scratch:

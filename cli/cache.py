@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from normstats.analyses.text_report import printable
 from normstats.engine.cache_groups import find_groups
+from normstats.maths.text_report import printable
 
 __all__ = ["cache_group", "compute_cache_options", "cache_setting", "record_extras"]
 

@@ -101,7 +101,7 @@ def _sampled(data: Any, channels: tuple[str, ...] | None, variant: str, as_json:
              extras: Extras, options: dict[str, Any]) -> str:
     from normstats.analyses.sampling import render_estimate
     from normstats.analyses.sampling_run import sample_estimate
-    from normstats.analyses.text_report import render_report
+    from normstats.maths.text_report import render_report
     from normstats.sources import open_source
     from normstats.sources.decoding.transforms import transformed_source
 
@@ -122,8 +122,8 @@ def _sampled(data: Any, channels: tuple[str, ...] | None, variant: str, as_json:
 
 def _with_percentiles(data: Any, channels: tuple[str, ...] | None, variant: str,
                       as_json: bool, extras: Extras, options: dict[str, Any]) -> str:
-    from normstats.analyses.text_report import render_report
     from normstats.engine.histogram_run import compute_with_histogram, robust_range
+    from normstats.maths.text_report import render_report
 
     stats, histogram = compute_with_histogram(data, channels=channels, **options)
     ranges = robust_range(stats, histogram)

@@ -28,8 +28,8 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from normstats.analyses.text_report import printable
         from normstats.errors import NormstatsError
+        from normstats.maths.text_report import printable
 
         try:
             return command(*args, **kwargs)

@@ -3,6 +3,5 @@
 Takes `DatasetStats` and per-image records and gives: comparisons of datasets
 (`compare`, `plots`), published constants checked against computed ones (`manifests`,
 `verify`), estimates from samples (`sampling`, `sampling_run`), the feature-scaling
-condition report (`conditioning`), by-folder and outlier reports (`record_reports`), and
-the plain-text report of a run (`text_report`).
+condition report (`conditioning`), and by-folder and outlier reports (`record_reports`).
 """

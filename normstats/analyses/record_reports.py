@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from normstats.analyses.text_report import printable
 from normstats.maths.records import IntegerRecords, Records, Skipped, concat_records
 from normstats.maths.stats import DatasetStats, default_scale
 from normstats.maths.summary import summarize
+from normstats.maths.text_report import printable
 
 __all__ = ["folder_of", "by_folder", "Outlier", "find_outliers", "OUTLIER_Z", "RecordCollector",
            "render_by_folder", "render_outliers"]

@@ -190,6 +190,15 @@ class DatasetStats:
 
         return export(self, fmt, variant=variant, bgr=bgr)
 
+    def __str__(self) -> str:
+        """The command line's report: header, per-channel table, paste line, skipped files.
+
+        ``repr`` stays the dataclass repr, which rebuilds an equal object.
+        """
+        from normstats.maths.text_report import render_report  # it imports this module
+
+        return render_report(self)
+
     @classmethod
     def from_json(cls, text: str) -> DatasetStats:
         return cls.from_dict(json.loads(text))

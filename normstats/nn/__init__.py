@@ -17,7 +17,8 @@ Examples
 """
 
 from normstats.nn import init
-from normstats.nn.normalize import Normalize, fold_into_first_layer
+from normstats.nn.fold import fold_into_first_layer
+from normstats.nn.normalize import Normalize
 from normstats.nn.running_norms import BatchNorm, InstanceNorm
 from normstats.nn.sample_norms import GroupNorm, LayerNorm
 

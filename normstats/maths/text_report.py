@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from normstats.maths.stats import DatasetStats
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # DatasetStats.__str__ calls render_report
+    from normstats.maths.stats import DatasetStats
 
 __all__ = ["render_report", "normalize_line", "printable", "STD_EXPLANATION"]
 

@@ -1,0 +1,109 @@
+"""Sections comparing normstats with its peers: uint8 array, JPEG folder, PNG folder."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import peers
+from datasets import DATA, make_jpeg_folder, make_png_folder
+from timing import difference, goal, measure, peer_table
+
+import normstats
+
+
+def optional(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+        return True
+    except ImportError:
+        print(f"(peer skipped: {module} is not installed)")
+        return False
+
+
+def bench_array(quick: bool) -> dict:
+    """uint8 N×32×32×3, every statistic including per-image std."""
+    n = 10_000 if quick else 50_000
+    x = np.random.default_rng(0).integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+    candidates: list[tuple[str, Callable[[], object], int]] = [
+        ("normstats (2 threads)", lambda: normstats.compute(x, workers=2, scale=255), 5),
+        ("numpy float64", lambda: peers.numpy_float64(x), 3),
+        ("dask.array float64", lambda: peers.dask_array(x), 2),
+    ]
+    if optional("torch"):
+        candidates.append(("PyTorch CPU float32 (2 threads)", lambda: peers.torch_cpu(x), 3))
+    if optional("sklearn"):
+        candidates.append(("scikit-learn StandardScaler (pooled only)",
+                           lambda: peers.sklearn_scaler(x), 1))
+    exact = normstats.compute(x, workers=2)
+    rows = []
+    for name, function, repeats in candidates:
+        med, low, high, result = measure(function, repeats)
+        rows.append((name, med, low, high, difference(result, exact)))
+    medians = {row[0]: row[1] for row in rows}
+    ours = medians["normstats (2 threads)"]
+    values = {"images": n, "speedup_numpy": medians["numpy float64"] / ours}
+    goals = [goal(f"uint8 array {n:,}×32×32×3, all statistics ≥ 20× numpy float64 (2 cores)",
+                  values["speedup_numpy"], ">=", 20, "{:.1f}×")]
+    if "PyTorch CPU float32 (2 threads)" in medians:
+        values["speedup_torch"] = medians["PyTorch CPU float32 (2 threads)"] / ours
+        goals.append(goal("same, ≥ 10× PyTorch CPU", values["speedup_torch"], ">=", 10,
+                          "{:.1f}×"))
+    return {"title": f"uint8 array {n:,}×32×32×3, all statistics",
+            "tables": {"main": peer_table(rows, n, "normstats (2 threads)")},
+            "values": values, "goals": goals}
+
+
+def compare_on_folder(root: Path, files: list[Path]) -> tuple[list[tuple], dict]:
+    """normstats against the folder peers on ``files``, 3 runs each, checked for agreement."""
+    candidates = [
+        ("normstats (2 processes)", lambda: normstats.compute(root, workers=2)),
+        ("decode only, Pool(2), normstats' decoder",
+         lambda: peers.pool_decode_only_normstats(files)),
+        ("decode only, Pool(2), Pillow", lambda: peers.pool_decode_only(files)),
+        ("Pool(2) Pillow + numpy float64", lambda: peers.pool_pillow_numpy(files)),
+    ]
+    if optional("torch"):
+        candidates.append(("forum recipe (PIL + torch, 1 process)",
+                           lambda: peers.forum_recipe(files)))
+    rows = []
+    exact = normstats.compute(root, workers=2)
+    for name, function in candidates:
+        med, low, high, result = measure(function, 3)
+        rows.append((name, med, low, high, difference(result, exact)))
+    return rows, {row[0]: row[1] for row in rows}
+
+
+def bench_folder(quick: bool) -> dict:
+    """A folder of 256×256 JPEGs: forum recipe, Pool of Pillow, decode-only, normstats."""
+    count = 1_000 if quick else 10_000
+    files = make_jpeg_folder(count, 256)
+    rows, med = compare_on_folder(files[0].parent, files)
+    ours = med["normstats (2 processes)"]
+    values = {"images": count,
+              "speedup_forum": med.get("forum recipe (PIL + torch, 1 process)", 0.0) / ours,
+              "share_of_decode": med["decode only, Pool(2), normstats' decoder"] / ours}
+    goals = [goal(f"{count:,} JPEGs 256²: ≥ 3× the forum recipe", values["speedup_forum"],
+                  ">=", 3, "{:.1f}×"),
+             goal("same: ≥ 85% of the speed of decode-only with the same decoder and "
+                  "parallelism", values["share_of_decode"], ">=", 0.85, "{:.1%}")]
+    return {"title": f"folder of {count:,} photo-like JPEGs 256×256",
+            "tables": {"main": peer_table(rows, count, "normstats (2 processes)")},
+            "values": values, "goals": goals}
+
+
+def bench_png(quick: bool) -> dict:
+    """A folder of 32×32 PNGs: per-image overhead dominates, so batching matters."""
+    count = 4_000 if quick else 20_000
+    files = make_png_folder(count, 32)
+    rows, med = compare_on_folder(DATA / f"png_32_{count}", files)
+    ours = med["normstats (2 processes)"]
+    values = {"images": count,
+              "speedup_forum": med.get("forum recipe (PIL + torch, 1 process)", 0.0) / ours}
+    return {"title": f"folder of {count:,} PNGs 32×32",
+            "tables": {"main": peer_table(rows, count, "normstats (2 processes)")},
+            "values": values,
+            "goals": [goal(f"{count:,} PNGs 32²: ≥ 3× the forum recipe",
+                           values["speedup_forum"], ">=", 3, "{:.1f}×")]}
