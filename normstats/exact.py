@@ -51,9 +51,11 @@ def to_fixed(values: np.ndarray) -> np.ndarray:
 def fixed_sum(values: np.ndarray, axis: int = 0) -> list[int]:
     """Exact sum of float64 values along ``axis`` as fixed-point Python ints.
 
-    Values are split into 53-bit integer mantissas and exponents; mantissas sharing an
-    exponent are summed exactly in int64 (see `int64_sum`), so the Python-int work is
-    per distinct exponent, not per value.
+    One pass whatever the data: each value is split into a 53-bit integer mantissa and
+    an exponent, the mantissa into three 18-bit pieces, and every piece is added into a
+    bin keyed by (exponent, column) with `numpy.bincount`. A bin's float64 total is an
+    integer below ``2**18`` times the row count, so it stays exact (below ``2**53``) for
+    up to `_ROWS_PER_PASS` rows; only the few occupied bins become Python ints.
 
     Examples
     --------
@@ -65,15 +67,39 @@ def fixed_sum(values: np.ndarray, axis: int = 0) -> list[int]:
     values = np.moveaxis(np.asarray(values, dtype=np.float64), axis, 0)
     if not np.all(np.isfinite(values)):
         raise ValueError("fixed_sum needs finite values")
-    mantissa, exponent = np.frexp(values)
-    integer = (mantissa * 2.0**53).astype(np.int64)
-    totals = [0] * int(np.prod(values.shape[1:], dtype=np.int64))
-    for e in np.unique(exponent):
-        group = np.where(exponent == e, integer, 0).reshape(values.shape[0], -1)
-        shift = int(e) - 53 + FIXED_BITS
-        for k, part in enumerate(int64_sum(group)):
-            totals[k] += part << shift
+    columns = int(np.prod(values.shape[1:], dtype=np.int64))
+    flat = values.reshape(values.shape[0], columns)
+    totals = [0] * columns
+    for start in range(0, flat.shape[0], _ROWS_PER_PASS):
+        _add_binned(flat[start:start + _ROWS_PER_PASS], totals)
     return totals
+
+
+#: Rows binned at once: 2**34 pieces below 2**18 sum exactly in float64 (< 2**52).
+_ROWS_PER_PASS = 2**34
+_PIECE_BITS = 18
+_EXPONENTS = 2100  # frexp exponents of finite float64 lie in [-1073, 1024]
+
+
+def _add_binned(flat: np.ndarray, totals: list[int]) -> None:
+    """Add the exact column sums of ``flat`` (rows, columns) into ``totals`` (fixed point)."""
+    rows, columns = flat.shape
+    mantissa, exponent = np.frexp(flat)
+    # frexp gives |mantissa| in [0.5, 1): times 2**53 it is an exact integer.
+    integer = (mantissa * 2.0**53).astype(np.int64)
+    bins = ((exponent.astype(np.int64) + 1073) * columns
+            + np.arange(columns, dtype=np.int64)).ravel()
+    mask = (1 << _PIECE_BITS) - 1
+    pieces = (integer & mask, (integer >> _PIECE_BITS) & mask, integer >> 2 * _PIECE_BITS)
+    size = _EXPONENTS * columns
+    sums = [np.bincount(bins, weights=p.ravel(), minlength=size) for p in pieces]
+    occupied = np.flatnonzero((sums[0] != 0) | (sums[1] != 0) | (sums[2] != 0))
+    for index in occupied:
+        low, middle, high = (int(s[index]) for s in sums)
+        whole = low + (middle << _PIECE_BITS) + (high << 2 * _PIECE_BITS)
+        exponent_of_bin, column = divmod(int(index), columns)
+        shift = exponent_of_bin - 1073 - 53 + FIXED_BITS
+        totals[column] += whole << shift
 
 
 def fixed_to_float(total: int, divisor: int, bits: int = FIXED_BITS) -> float:

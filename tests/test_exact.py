@@ -47,3 +47,40 @@ def test_fixed_to_float_is_correctly_rounded():
 @given(hnp.arrays(np.int64, st.tuples(st.integers(0, 50), st.integers(1, 2))))
 def test_int64_sum_never_overflows(values):
     assert int64_sum(values) == [sum(int(v) for v in values[:, c]) for c in range(values.shape[1])]
+
+
+def _photo_like_stds(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Per-image std (ddof 0) of smooth uint8 crops with edges and mild noise: many exponents."""
+    size = 16
+    ramp = np.linspace(0.0, 1.0, size)
+    level = rng.uniform(0, 255, (count, 1, 1, 3))
+    slope = rng.normal(0, 1, (count, 1, 1, 3)) * 10.0 ** rng.uniform(-1, 2, (count, 1, 1, 1))
+    edge = (ramp[None, :, None, None] > rng.uniform(0, 1, (count, 1, 1, 1))) * rng.normal(
+        0, 40, (count, 1, 1, 3))
+    noise = rng.normal(0, 1, (count, size, size, 3)) * rng.uniform(0, 3, (count, 1, 1, 1))
+    pixels = level + slope * ramp[None, :, None, None] + edge + noise
+    stack = np.clip(np.broadcast_to(pixels, (count, size, size, 3)), 0, 255).astype(np.uint8)
+    sums = stack.reshape(count, -1, 3).astype(np.int64).sum(axis=1)
+    squares = (stack.reshape(count, -1, 3).astype(np.int64) ** 2).sum(axis=1)
+    n = size * size
+    return np.sqrt((n * squares - sums * sums).astype(np.float64) / float(n * n))
+
+
+def test_fixed_sum_of_photo_like_stds_is_exact_across_many_exponents(rng):
+    stds = _photo_like_stds(rng, 3000)
+    assert len(np.unique(np.frexp(stds)[1])) >= 8  # the data the exponent loop was slow on
+    totals = fixed_sum(stds)
+    for c in range(3):
+        exact = sum((Fraction(v) for v in stds[:, c]), Fraction(0))
+        assert Fraction(totals[c], 2**FIXED_BITS) == exact
+        assert fixed_to_float(totals[c], len(stds)) == float(exact / len(stds))
+
+
+def test_fixed_sum_spans_every_exponent_at_once(rng):
+    exponents = np.arange(-1074, 1024)
+    values = np.ldexp(rng.uniform(0.5, 1.0, (exponents.size, 2)) * rng.choice([-1, 1], (1, 2)),
+                      exponents[:, None])
+    values = values[np.isfinite(values).all(axis=1)]
+    totals = fixed_sum(values)
+    for c in range(2):
+        assert Fraction(totals[c], 2**FIXED_BITS) == sum(Fraction(v) for v in values[:, c])
