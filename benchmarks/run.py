@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import array_section  # noqa: E402
 import peers  # noqa: E402
 
 import normstats  # noqa: E402
@@ -78,11 +79,19 @@ def optional(module: str) -> bool:
 
 
 def bench_array(quick: bool) -> list[str]:
-    """uint8 N×32×32×3, every statistic including per-image std."""
+    """Photo-like uint8 N×32×32×3 in memory, every statistic including per-image std."""
+    rows, lines = array_section_rows(quick)
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+def array_section_rows(quick: bool) -> tuple[list[dict], list[str]]:
+    """The array section as row dicts (tool, median_s, min_s, max_s, gb_per_s, images_per_s,
+    speedup, difference) and its markdown; the last row is the memory-read probe."""
     n = 10_000 if quick else 50_000
-    x = np.random.default_rng(0).integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+    x = array_section.photo_like(n, 32, np.random.default_rng(0))
     candidates: list[tuple[str, Callable[[], object], int]] = [
-        ("normstats (2 threads)", lambda: normstats.compute(x, workers=2, scale=255), 5),
+        ("normstats (2 threads)", lambda: normstats.compute(x, workers=2, scale=255), 7),
         ("numpy float64", lambda: peers.numpy_float64(x), 3),
         ("dask.array float64", lambda: peers.dask_array(x), 2),
     ]
@@ -91,15 +100,16 @@ def bench_array(quick: bool) -> list[str]:
     if optional("sklearn"):
         candidates.append(("scikit-learn StandardScaler (pooled only)",
                            lambda: peers.sklearn_scaler(x), 1))
-    rows = []
     exact = normstats.compute(x, workers=2)
-    for name, function, repeats in candidates:
-        med, low, high, result = measure(function, repeats)
+
+    def compare(result: object) -> str:
         if isinstance(result, normstats.DatasetStats):
             result = normstats_triple(result)
-        rows.append((name, med, low, high, difference(result, exact)))
-    return print_table(f"uint8 array {n}×32×32×3, all statistics", rows, "images/s", n,
-                       "normstats (2 threads)")
+        return difference(result, exact)
+
+    rows = array_section.array_rows(candidates, x, compare)
+    title = f"uint8 photo-like array {n}×32×32×3 ({x.nbytes / 1e6:.0f} MB), all statistics"
+    return rows, array_section.markdown(title, rows)
 
 
 def make_jpeg_folder(count: int, size: int) -> list[Path]:
