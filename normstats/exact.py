@@ -12,6 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from normstats import fused
+
 __all__ = ["FIXED_BITS", "to_fixed", "fixed_sum", "fixed_to_float", "int64_sum"]
 
 #: Scale exponent: ``v * 2**FIXED_BITS`` is an exact integer for every finite float64,
@@ -51,11 +53,11 @@ def to_fixed(values: np.ndarray) -> np.ndarray:
 def fixed_sum(values: np.ndarray, axis: int = 0) -> list[int]:
     """Exact sum of float64 values along ``axis`` as fixed-point Python ints.
 
-    One pass whatever the data: each value is split into a 53-bit integer mantissa and
-    an exponent, the mantissa into three 18-bit pieces, and every piece is added into a
-    bin keyed by (exponent, column) with `numpy.bincount`. A bin's float64 total is an
-    integer below ``2**18`` times the row count, so it stays exact (below ``2**53``) for
-    up to `_ROWS_PER_PASS` rows; only the few occupied bins become Python ints.
+    One pass whatever the data: each value's bits give its 53-bit integer significand
+    (split into two pieces below ``2**27``) and its binary exponent, and every piece is
+    added into a bin keyed by (exponent, column) with `numpy.bincount`. A bin's float64
+    total is a sum of integers below ``2**27``, exact (below ``2**53``) for up to
+    `_ROWS_PER_PASS` rows; only the few occupied bins become Python ints.
 
     Examples
     --------
@@ -75,31 +77,41 @@ def fixed_sum(values: np.ndarray, axis: int = 0) -> list[int]:
     return totals
 
 
-#: Rows binned at once: 2**34 pieces below 2**18 sum exactly in float64 (< 2**52).
-_ROWS_PER_PASS = 2**34
-_PIECE_BITS = 18
-_EXPONENTS = 2100  # frexp exponents of finite float64 lie in [-1073, 1024]
+#: Rows binned at once: 2**25 rows of pieces below 2**27 sum exactly in float64.
+_ROWS_PER_PASS = 2**25
+_PIECE_BITS = 27
+_EXPONENTS = 2048  # biased exponents of float64; 2047 (inf, NaN) is refused earlier
+_SIGNIFICAND = (1 << 52) - 1
 
 
 def _add_binned(flat: np.ndarray, totals: list[int]) -> None:
     """Add the exact column sums of ``flat`` (rows, columns) into ``totals`` (fixed point)."""
-    rows, columns = flat.shape
-    mantissa, exponent = np.frexp(flat)
-    # frexp gives |mantissa| in [0.5, 1): times 2**53 it is an exact integer.
-    integer = (mantissa * 2.0**53).astype(np.int64)
-    bins = ((exponent.astype(np.int64) + 1073) * columns
-            + np.arange(columns, dtype=np.int64)).ravel()
-    mask = (1 << _PIECE_BITS) - 1
-    pieces = (integer & mask, (integer >> _PIECE_BITS) & mask, integer >> 2 * _PIECE_BITS)
+    bits = np.ascontiguousarray(flat).view(np.int64)
+    compiled = fused.exponent_bins()
+    if compiled is not None:
+        low_sums = np.zeros((_EXPONENTS, flat.shape[1]), np.int64)
+        high_sums = np.zeros_like(low_sums)
+        compiled(bits, low_sums, high_sums)
+    else:
+        low_sums, high_sums = _bincount_pieces(bits)
+    for exponent, column in zip(*np.nonzero((low_sums != 0) | (high_sums != 0))):
+        whole = int(low_sums[exponent, column]) + (int(high_sums[exponent, column]) << _PIECE_BITS)
+        totals[column] += whole << (max(int(exponent), 1) - 1075 + FIXED_BITS)
+
+
+def _bincount_pieces(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Without numba: (2048, columns) float64 bin totals of the low and high pieces."""
+    columns = bits.shape[1]
+    biased = (bits >> 52) & 0x7FF
+    # value = ±significand · 2**(max(biased, 1) - 1075), the leading 1 implicit unless subnormal.
+    significand = (bits & _SIGNIFICAND) | ((biased > 0).astype(np.int64) << 52)
+    significand = np.where(bits < 0, -significand, significand)
+    bins = (biased * columns + np.arange(columns, dtype=np.int64)).ravel()
+    low = (significand & ((1 << _PIECE_BITS) - 1)).ravel()
+    high = (significand >> _PIECE_BITS).ravel()
     size = _EXPONENTS * columns
-    sums = [np.bincount(bins, weights=p.ravel(), minlength=size) for p in pieces]
-    occupied = np.flatnonzero((sums[0] != 0) | (sums[1] != 0) | (sums[2] != 0))
-    for index in occupied:
-        low, middle, high = (int(s[index]) for s in sums)
-        whole = low + (middle << _PIECE_BITS) + (high << 2 * _PIECE_BITS)
-        exponent_of_bin, column = divmod(int(index), columns)
-        shift = exponent_of_bin - 1073 - 53 + FIXED_BITS
-        totals[column] += whole << shift
+    return (np.bincount(bins, weights=low, minlength=size).reshape(_EXPONENTS, columns),
+            np.bincount(bins, weights=high, minlength=size).reshape(_EXPONENTS, columns))
 
 
 def fixed_to_float(total: int, divisor: int, bits: int = FIXED_BITS) -> float:

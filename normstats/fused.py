@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["uint8_moments", "uint8_moments_into", "outputs", "available"]
+__all__ = ["uint8_moments", "uint8_moments_into", "outputs", "available", "exponent_bins"]
 
 @functools.cache
 def _kernels() -> dict[int, Callable] | None:
@@ -35,6 +35,20 @@ def _kernels() -> dict[int, Callable] | None:
     except Exception:  # noqa: BLE001 - any numba failure means: use the numpy kernels
         return None
     return kernels
+
+
+@functools.cache
+def exponent_bins() -> Callable | None:
+    """The compiled significand binning of `normstats.exact`, warmed up; None without numba."""
+    if _kernels() is None:
+        return None
+    from normstats.fused_kernels import exponent_bins as kernel
+
+    try:
+        kernel(np.zeros((1, 1), np.int64), *(np.zeros((2048, 1), np.int64),) * 2)
+    except Exception:  # noqa: BLE001 - any numba failure means: use numpy's bincount
+        return None
+    return kernel
 
 
 def _kernel(channels: int) -> Callable:

@@ -145,3 +145,23 @@ def grey_moments(images, sums, squares, lows, highs):  # pragma: no cover - jitt
             squares[n, 0] += total_sq
         lows[n, 0] = min(lows[n, 0], low)
         highs[n, 0] = max(highs[n, 0], high)
+
+
+@numba.njit(nogil=True, cache=True, boundscheck=False)
+def exponent_bins(bits, low_sums, high_sums):  # pragma: no cover - jitted
+    """Add the significands of float64 values (given as their int64 bits, (rows, columns))
+    into int64 bins (2048, columns) keyed by biased exponent: low 27 bits and the rest.
+
+    Pieces are below 2**27, so int64 bins stay exact for 2**36 rows.
+    """
+    for r in range(bits.shape[0]):
+        for c in range(bits.shape[1]):
+            b = bits[r, c]
+            biased = (b >> 52) & 0x7FF
+            significand = b & 0xFFFFFFFFFFFFF
+            if biased > 0:
+                significand |= 1 << 52
+            if b < 0:
+                significand = -significand
+            low_sums[biased, c] += significand & 0x7FFFFFF
+            high_sums[biased, c] += significand >> 27

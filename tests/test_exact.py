@@ -84,3 +84,16 @@ def test_fixed_sum_spans_every_exponent_at_once(rng):
     totals = fixed_sum(values)
     for c in range(2):
         assert Fraction(totals[c], 2**FIXED_BITS) == sum(Fraction(v) for v in values[:, c])
+
+
+def test_numpy_binning_without_numba_gives_the_same_exact_sums(rng, monkeypatch):
+    from normstats import fused
+
+    values = np.concatenate([_photo_like_stds(rng, 500),
+                             rng.normal(size=(500, 3)) * 10.0 ** rng.integers(-300, 300, (500, 3)),
+                             np.array([[5e-324, -2.5e-310, 0.0]])])
+    compiled = fixed_sum(values)
+    monkeypatch.setattr(fused, "exponent_bins", lambda: None)
+    assert fixed_sum(values) == compiled
+    for c in range(3):
+        assert Fraction(compiled[c], 2**FIXED_BITS) == sum(Fraction(v) for v in values[:, c])
