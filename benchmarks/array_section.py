@@ -55,12 +55,16 @@ def photo_like(count: int, size: int, rng: np.random.Generator, chunk: int = 409
     return out
 
 
-def memory_read(x: np.ndarray, threads: int = 2) -> int:
-    """Sum the bytes of ``x`` as uint64 words in ``threads`` threads: a memory-read probe."""
-    words = x.reshape(-1).view(np.uint64)
-    parts = np.array_split(words, threads)
-    with ThreadPoolExecutor(threads) as pool:
-        return int(sum(pool.map(lambda part: int(part.sum(dtype=np.uint64)), parts)))
+def std_exponents(x: np.ndarray, sample: int = 5000) -> int:
+    """Distinct float exponents of the per-image stds of the first ``sample`` images."""
+    head = x[:sample].reshape(min(sample, len(x)), -1, x.shape[-1]).astype(np.float64)
+    return len(np.unique(np.frexp(head.std(axis=1))[1]))
+
+
+def memory_read(x: np.ndarray, pool: ThreadPoolExecutor) -> int:
+    """Sum the bytes of ``x`` as uint64 words, one part per pool thread: a memory-read probe."""
+    parts = np.array_split(x.reshape(-1).view(np.uint64), pool._max_workers)
+    return int(sum(pool.map(lambda part: int(part.sum(dtype=np.uint64)), parts)))
 
 
 def measure(function: Callable[[], object], repeats: int) -> tuple[float, float, float, object]:
@@ -82,10 +86,9 @@ def array_rows(candidates: list[tuple[str, Callable[[], object], int]], x: np.nd
         rows.append({"tool": name, "median_s": med, "min_s": low, "max_s": high,
                      "gb_per_s": x.nbytes / med / 1e9, "images_per_s": len(x) / med,
                      "difference": compare(result)})
-    with ThreadPoolExecutor(2):  # start-up of the pool is not memory time
-        pass
-    memory_read(x)
-    med, low, high, _ = measure(lambda: memory_read(x), 7)
+    with ThreadPoolExecutor(2) as pool:  # started before timing: threads are not memory time
+        memory_read(x, pool)
+        med, low, high, _ = measure(lambda: memory_read(x, pool), 7)
     rows.append({"tool": "memory read: uint64 sum of the same bytes (2 threads)", "median_s": med,
                  "min_s": low, "max_s": high, "gb_per_s": x.nbytes / med / 1e9,
                  "images_per_s": len(x) / med, "difference": "(reads only)"})

@@ -108,7 +108,8 @@ def array_section_rows(quick: bool) -> tuple[list[dict], list[str]]:
         return difference(result, exact)
 
     rows = array_section.array_rows(candidates, x, compare)
-    title = f"uint8 photo-like array {n}×32×32×3 ({x.nbytes / 1e6:.0f} MB), all statistics"
+    title = (f"uint8 photo-like array {n}×32×32×3 ({x.nbytes / 1e6:.0f} MB; per-image stds "
+             f"over {array_section.std_exponents(x)} float exponents), all statistics")
     return rows, array_section.markdown(title, rows)
 
 
