@@ -4,7 +4,7 @@
 next to decoding. numpy needs four passes (a float copy, two matrix products, min, max);
 the numba kernels (`normstats.fused_kernels`) read each byte once. Grey and RGB images
 have dedicated kernels with one uint32 accumulator per channel, which LLVM vectorises
-(~4 GB/s a core); other channel counts accumulate in int32 *lanes*, 96 of them (a
+(~2.5 GB/s a core, 2x the lanes); other channel counts accumulate in int32 *lanes*, 96 of them (a
 multiple of 1, 2, 3 and 4 channels, so lane ``l`` always holds channel ``l % C``).
 Accumulators are flushed into int64 before they could overflow. Integer arithmetic
 throughout: results are exact and identical to `normstats.image_moments`.
