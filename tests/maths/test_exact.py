@@ -47,3 +47,85 @@ def test_fixed_to_float_is_correctly_rounded():
 @given(hnp.arrays(np.int64, st.tuples(st.integers(0, 50), st.integers(1, 2))))
 def test_int64_sum_never_overflows(values):
     assert int64_sum(values) == [sum(int(v) for v in values[:, c]) for c in range(values.shape[1])]
+
+
+def _photo_like_stack(rng: np.random.Generator, count: int, size: int = 16) -> np.ndarray:
+    """Smooth uint8 (count, size, size, 3) crops with an edge and mild noise: contrast
+    varies a hundredfold, so per-image stds spread over many float exponents."""
+    ramp = np.linspace(0.0, 1.0, size)
+    level = rng.uniform(0, 255, (count, 1, 1, 3))
+    slope = rng.normal(0, 1, (count, 1, 1, 3)) * 10.0 ** rng.uniform(-1, 2, (count, 1, 1, 1))
+    edge = (ramp[None, :, None, None] > rng.uniform(0, 1, (count, 1, 1, 1))) * rng.normal(
+        0, 40, (count, 1, 1, 3))
+    noise = rng.normal(0, 1, (count, size, size, 3)) * rng.uniform(0, 3, (count, 1, 1, 1))
+    pixels = level + slope * ramp[None, :, None, None] + edge + noise
+    return np.clip(np.broadcast_to(pixels, (count, size, size, 3)), 0, 255).astype(np.uint8)
+
+
+def _photo_like_stds(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Per-image std (ddof 0) of `_photo_like_stack` crops, as float64 (N, 3)."""
+    size = 16
+    stack = _photo_like_stack(rng, count, size)
+    sums = stack.reshape(count, -1, 3).astype(np.int64).sum(axis=1)
+    squares = (stack.reshape(count, -1, 3).astype(np.int64) ** 2).sum(axis=1)
+    n = size * size
+    return np.sqrt((n * squares - sums * sums).astype(np.float64) / float(n * n))
+
+
+def test_fixed_sum_of_photo_like_stds_is_exact_across_many_exponents(rng):
+    stds = _photo_like_stds(rng, 3000)
+    assert len(np.unique(np.frexp(stds)[1])) >= 8  # the data the exponent loop was slow on
+    totals = fixed_sum(stds)
+    for c in range(3):
+        exact = sum((Fraction(v) for v in stds[:, c]), Fraction(0))
+        assert Fraction(totals[c], 2**FIXED_BITS) == exact
+        assert fixed_to_float(totals[c], len(stds)) == float(exact / len(stds))
+
+
+def test_fixed_sum_spans_every_exponent_at_once(rng):
+    exponents = np.arange(-1074, 1024)
+    values = np.ldexp(rng.uniform(0.5, 1.0, (exponents.size, 2)) * rng.choice([-1, 1], (1, 2)),
+                      exponents[:, None])
+    values = values[np.isfinite(values).all(axis=1)]
+    totals = fixed_sum(values)
+    for c in range(2):
+        assert Fraction(totals[c], 2**FIXED_BITS) == sum(Fraction(v) for v in values[:, c])
+
+
+def test_numpy_binning_without_numba_gives_the_same_exact_sums(rng, monkeypatch):
+    from normstats.maths import fused
+
+    values = np.concatenate([_photo_like_stds(rng, 500),
+                             rng.normal(size=(500, 3)) * 10.0 ** rng.integers(-300, 300, (500, 3)),
+                             np.array([[5e-324, -2.5e-310, 0.0]])])
+    compiled = fixed_sum(values)
+    monkeypatch.setattr(fused, "exponent_bins", lambda: None)
+    assert fixed_sum(values) == compiled
+    for c in range(3):
+        assert Fraction(compiled[c], 2**FIXED_BITS) == sum(Fraction(v) for v in values[:, c])
+
+
+def test_summary_of_photo_like_images_is_the_exact_sum_of_rounded_per_image_stds(rng):
+    import math
+
+    from normstats.maths.records import records_from_stack
+    from normstats.maths.summary import summarize
+
+    stack = _photo_like_stack(rng, 2000)
+    summary = summarize(records_from_stack(stack))
+    pixels = stack.reshape(len(stack), -1, 3).astype(object)
+    n = pixels.shape[1]
+    for c in range(3):
+        std0 = std1 = var0 = Fraction(0)
+        for image in pixels[:, :, c]:
+            s, q = sum(image), sum(v * v for v in image)
+            # Each per-image value is rounded once from its exact rational, as documented.
+            var = float(Fraction(n * q - s * s, n * n))
+            var0 += Fraction(var)
+            std0 += Fraction(math.sqrt(var))
+            std1 += Fraction(math.sqrt(float(Fraction(n * q - s * s, n * (n - 1)))))
+        assert Fraction(summary.std_sum[c], 2**FIXED_BITS) == std0
+        assert Fraction(summary.std_ddof1_sum[c], 2**FIXED_BITS) == std1
+        assert Fraction(summary.var_sum[c], 2**FIXED_BITS) == var0
+        assert summary.minimum[c] == stack[..., c].min()
+        assert summary.maximum[c] == stack[..., c].max()
