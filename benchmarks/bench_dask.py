@@ -18,17 +18,14 @@ Three measurements, each median of repeated runs in this one process (2 threads 
    is reduced there; the bytes the workers send to the client are read from their
    transfer logs and compared with the array's size; the answer must equal the local one.
 
-`section` returns structured rows; `bench_dask` prints and returns the markdown.
+`section` returns structured rows; `bench_dask` is the section of benchmarks/run.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +33,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import array_section  # noqa: E402
+from timing import goal, measure  # noqa: E402
+
 import normstats  # noqa: E402
-
-
-def _median(function: Callable[[], Any], repeats: int) -> tuple[float, float, float, Any]:
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times), max(times), result
 
 
 def _numbers(stats: normstats.DatasetStats) -> dict:
@@ -67,7 +58,7 @@ def zarr_rows(quick: bool, folder: Path) -> list[dict]:
     import zarr
 
     n = 10_000 if quick else 50_000
-    x = np.random.default_rng(0).integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+    x = array_section.photo_like(n, 32, np.random.default_rng(0))
     store = zarr.create_array(str(folder / "stack.zarr"), shape=x.shape,
                               chunks=(2_000, 32, 32, 3), dtype="uint8")
     store[:] = x
@@ -86,14 +77,14 @@ def zarr_rows(quick: bool, folder: Path) -> list[dict]:
                             num_workers=2)
 
     group = f"zarr {n}×32×32×3 uint8"
-    array = _median(lambda: normstats.compute(x, workers=2), 7)
-    zarr_run = _median(lambda: normstats.compute(lazy, scheduler="threads", workers=2), 7)
-    raw_run = _median(lambda: normstats.compute(uncompressed, scheduler="threads", workers=2),
+    array = measure(lambda: normstats.compute(x, workers=2), 7)
+    zarr_run = measure(lambda: normstats.compute(lazy, scheduler="threads", workers=2), 7)
+    raw_run = measure(lambda: normstats.compute(uncompressed, scheduler="threads", workers=2),
                       7)
-    read_only = _median(lambda: lazy.map_blocks(lambda b: b[:0], dtype=np.uint8)
+    read_only = measure(lambda: lazy.map_blocks(lambda b: b[:0], dtype=np.uint8)
                         .compute(scheduler="threads", num_workers=2), 7)
-    split_run = _median(lambda: normstats.compute(split, scheduler="threads", workers=2), 5)
-    peer = _median(dask_mean_std, 3)
+    split_run = measure(lambda: normstats.compute(split, scheduler="threads", workers=2), 5)
+    peer = measure(dask_mean_std, 3)
     return [
         _row(group, "normstats.compute(numpy array), 2 threads", array, n, True),
         _row(group, "normstats.compute(da.from_zarr(store)), 2 threads", zarr_run, n,
@@ -108,16 +99,16 @@ def zarr_rows(quick: bool, folder: Path) -> list[dict]:
 
 
 def folder_rows(quick: bool) -> list[dict]:
-    from run import make_jpeg_folder
+    from datasets import make_jpeg_folder
 
     count = 1_000 if quick else 10_000
     root = make_jpeg_folder(count, 256)[0].parent
     exact = _numbers(normstats.compute(root, workers=2, cache=False))
     group = f"folder of {count} JPEGs 256×256"
-    plain = _median(lambda: normstats.compute(root, workers=2, cache=False), 3)
-    as_array = _median(lambda: normstats.compute(normstats.images(root), workers=2,
+    plain = measure(lambda: normstats.compute(root, workers=2, cache=False), 3)
+    as_array = measure(lambda: normstats.compute(normstats.images(root), workers=2,
                                                  cache=False), 3)
-    derived = _median(lambda: normstats.compute(normstats.images(root).map_blocks(np.copy),
+    derived = measure(lambda: normstats.compute(normstats.images(root).map_blocks(np.copy),
                                                 scheduler="processes", workers=2), 3)
     return [
         _row(group, "normstats.compute(folder), 2 processes", plain, count, True),
@@ -157,7 +148,7 @@ def distributed_rows(quick: bool) -> list[dict]:
                      dtype=np.uint8)
         normstats.compute(x, scheduler=client)  # warm-up: imports on the workers
         before = _sent_to_clients(client)
-        timing = _median(lambda: normstats.compute(x, scheduler=client), 5)
+        timing = measure(lambda: normstats.compute(x, scheduler=client), 5)
         moved = (_sent_to_clients(client) - before) / 5
     row = _row(f"distributed, 2 workers, {blocks * per_block}×32×32×3 uint8 on the workers",
                "normstats.compute(dask array, scheduler=client)", timing, blocks * per_block,
@@ -173,42 +164,49 @@ def section(quick: bool) -> list[dict]:
     return rows + folder_rows(quick) + distributed_rows(quick)
 
 
-def markdown(rows: list[dict]) -> list[str]:
-    lines = ["### Dask arrays in and out", "",
-             "| data | call | median s | spread s | images/s | bit-identical |",
-             "|---|---|---|---|---|---|"]
+COLUMNS = [["data", ""], ["call", ""], ["median s", "{:.3f}"], ["spread s", "{:.3f}"],
+           ["images/s", "{:,.0f}"], ["bit-identical", ""]]
+
+
+def bench_dask(quick: bool) -> dict:
+    """The section for benchmarks/run.py: the table, the ratios and the issue's goals."""
+    rows = section(quick)
+    cells = []
     for r in rows:
         same = {True: "yes", False: "NO", None: "(no statistics)" if "only" in r["name"]
                 else "(float64 peer)"}[r["identical"]]
-        lines.append(f"| {r['group']} | {r['name']} | {r['median_s']:.3f} | "
-                     f"{r['min_s']:.3f}–{r['max_s']:.3f} | {r['images_per_s']:,.0f} | {same} |")
+        cells.append([r["group"], r["name"], r["median_s"], [r["min_s"], r["max_s"]],
+                      r["images_per_s"], same])
     by_name = {r["name"]: r["median_s"] for r in rows}
     array = by_name["normstats.compute(numpy array), 2 threads"]
     zarr_s = by_name["normstats.compute(da.from_zarr(store)), 2 threads"]
-    peer = by_name["dask.array mean/std, astype(float64), 2 threads"]
-    raw = by_name["normstats.compute(da.from_zarr(uncompressed store)), 2 threads"]
-    folder = by_name["normstats.compute(folder), 2 processes"]
-    images = by_name["normstats.compute(images(folder)), 2 processes"]
     moved = rows[-1]
-    lines += ["", f"compute(da.from_zarr) takes {zarr_s / array:.2f}× the time of compute(numpy "
-                  f"array) (goal ≤ 1.15×; {raw / array:.2f}× from an uncompressed store) and is "
-                  f"{peer / zarr_s:.1f}× faster than dask.array mean/std (goal ≥ 20×); "
-                  f"compute(images(folder)) takes {images / folder:.2f}× "
-                  f"compute(folder) (goal ≤ 1.15×); on the cluster the workers sent the client "
-                  f"{moved['bytes_to_client']:,.0f} bytes a run for an array of "
-                  f"{moved['array_bytes']:,} bytes "
-                  f"({moved['bytes_to_client'] / moved['array_bytes']:.1e} of it)", ""]
-    return lines
-
-
-def bench_dask(quick: bool) -> list[str]:
-    """The section as markdown (printed and returned), for benchmarks/run.py."""
-    lines = markdown(section(quick))
-    print("\n".join(lines), flush=True)
-    return lines
+    values = {
+        "zarr_vs_array": zarr_s / array,
+        "uncompressed_vs_array":
+            by_name["normstats.compute(da.from_zarr(uncompressed store)), 2 threads"] / array,
+        "read_only_vs_array":
+            by_name["reading the store only (no statistics), 2 threads"] / array,
+        "vs_dask_array": by_name["dask.array mean/std, astype(float64), 2 threads"] / zarr_s,
+        "images_vs_folder": by_name["normstats.compute(images(folder)), 2 processes"]
+        / by_name["normstats.compute(folder), 2 processes"],
+        "bytes_to_client": moved["bytes_to_client"], "array_bytes": moved["array_bytes"],
+        "identical": float(all(r["identical"] is not False for r in rows)),
+    }
+    goals = [goal("compute(da.from_zarr) within 15% of compute(numpy array) (issue 15)",
+                  values["zarr_vs_array"], "<=", 1.15, "{:.2f}×"),
+             goal("same, ≥ 20× dask.array mean/std", values["vs_dask_array"], ">=", 20,
+                  "{:.1f}×"),
+             goal("compute(images(folder)) within 15% of compute(folder)",
+                  values["images_vs_folder"], "<=", 1.15, "{:.2f}×"),
+             goal("distributed: the client receives under 0.1% of the array's bytes",
+                  values["bytes_to_client"] / values["array_bytes"], "<", 0.001, "{:.1e}")]
+    return {"title": "Dask arrays in and out", "tables": {"main": {"columns": COLUMNS,
+                                                                    "rows": cells}},
+            "values": values, "goals": goals}
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    bench_dask(parser.parse_args().quick)
+    print(bench_dask(parser.parse_args().quick))

@@ -39,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import render  # noqa: E402
+from bench_dask import bench_dask  # noqa: E402
 from bench_datasets import bench_datasets  # noqa: E402
 from section_costs import bench_memory, bench_overhead  # noqa: E402
 from section_peers import bench_array, bench_folder, bench_png  # noqa: E402
@@ -50,6 +51,7 @@ SECTIONS: dict[str, Callable[[bool], dict]] = {
     "array": bench_array, "folder": bench_folder, "png": bench_png,
     "overhead": bench_overhead, "memory": bench_memory, "normalize": bench_normalize,
     "cache": bench_cache, "distributed": bench_distributed, "datasets": bench_datasets,
+    "dask": bench_dask,
 }
 PACKAGES = ("numpy", "dask", "distributed", "zarr", "PIL", "numba", "simplejpeg",
             "imagecodecs", "torch", "sklearn")

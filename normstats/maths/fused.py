@@ -39,7 +39,7 @@ def _kernels() -> dict[int, Callable] | None:
 
 @functools.cache
 def exponent_bins() -> Callable | None:
-    """The compiled significand binning of `normstats.maths.exact`, warmed up; None without numba."""
+    """The compiled significand binning of `normstats.maths.exact`, warmed up (None: no numba)."""
     if _kernels() is None:
         return None
     from normstats.maths.fused_kernels import exponent_bins as kernel

@@ -182,8 +182,19 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
         return IntegerRecords(**common, sums=sums, sums_sq=sums_sq)
     if not np.issubdtype(stack.dtype, np.floating):
         raise IncompatibleImagesError(f"unsupported pixel dtype {stack.dtype}")
+    bounds = np.abs(np.concatenate([low.ravel(), high.ravel()]))
+    if (bounds[np.isfinite(bounds)] > FLOAT_LIMIT).any():  # NaN and inf are named elsewhere
+        raise IncompatibleImagesError(TOO_LARGE_REASON)
     means, residuals, m2s = float_moments(stack)
     return FloatRecords(**common, means=means, residuals=residuals, m2s=m2s)
+
+
+#: Float pixels beyond this magnitude would overflow float64 when their squares are summed
+#: (2**480 squared is 2**960, leaving room for sums over any image).
+FLOAT_LIMIT = 2.0**480
+TOO_LARGE_REASON = (f"float values beyond ±{FLOAT_LIMIT:.2e}: their squares overflow float64; "
+                    "divide the data by a power of two first (the statistics scale with it "
+                    "exactly)")
 
 
 class Uint8Rows:

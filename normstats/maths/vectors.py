@@ -17,7 +17,7 @@ import numpy as np
 
 from normstats.errors import EmptyDatasetError, UnreadableInputError
 from normstats.maths.moments import FloatMoments, IntegerMoments, Moments
-from normstats.maths.records import Skipped
+from normstats.maths.records import FLOAT_LIMIT, TOO_LARGE_REASON, Skipped
 
 __all__ = ["FeatureSummary", "VectorSummary", "summarize_vectors"]
 
@@ -109,7 +109,14 @@ def _feature(column: np.ndarray, j: int, first_row: int, name: str, fail_on_inf:
         if fail_on_inf:
             raise UnreadableInputError(f"infinite value at row {rows[0]}, column {j}", name)
         skipped.extend(Skipped(f"{name}[{r}, {j}]", "infinite value") for r in rows)
-    values = column[np.isfinite(column)].astype(np.float64, copy=False)
+    large = np.isfinite(column) & (np.abs(column) > FLOAT_LIMIT)
+    if large.any():
+        rows = np.flatnonzero(large) + first_row
+        if fail_on_inf:
+            raise UnreadableInputError(f"value too large at row {rows[0]}, column {j}: "
+                                       f"{TOO_LARGE_REASON}", name)
+        skipped.extend(Skipped(f"{name}[{r}, {j}]", TOO_LARGE_REASON) for r in rows)
+    values = column[np.isfinite(column) & ~large].astype(np.float64, copy=False)
     if values.size == 0:
         return FeatureSummary()
     # A block's float64 two-pass moments, merged exactly with the other blocks' (as images

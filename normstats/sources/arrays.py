@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from normstats.errors import InvalidOptionError, NormstatsError, UnreadableInputError
-from normstats.maths.records import Skipped, records_from_stack
+from normstats.maths.records import FLOAT_LIMIT, TOO_LARGE_REASON, Skipped, records_from_stack
 from normstats.sources.base import Task, TaskResult, split_evenly
 
 __all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "LAYOUTS", "open_array"]
@@ -165,16 +165,23 @@ class ArrayTask:
 
     def run(self) -> TaskResult:
         stack = self.stack()
-        if stack.dtype.kind == "f" and not np.isfinite(stack).all():
+        if stack.dtype.kind == "f" and not (np.isfinite(stack).all()
+                                            and np.abs(stack).max(initial=0) <= FLOAT_LIMIT):
             return _without_non_finite(stack, self)
         return TaskResult(records_from_stack(stack, channel_names=self.channel_names))
 
 
 def _without_non_finite(stack: np.ndarray, task: ArrayTask) -> TaskResult:
-    """Skip (and name) the images holding NaN or inf; keep the rest exact."""
-    finite = np.isfinite(stack).reshape(stack.shape[0], -1).all(axis=1)
-    skipped = tuple(Skipped(f"{task.name}[{task.start + i}]", "contains NaN or infinite values")
-                    for i in np.flatnonzero(~finite))
+    """Skip (and name) the images holding NaN, inf or values too large to square; keep the
+    rest exact."""
+    flat = stack.reshape(stack.shape[0], -1)
+    finite = np.isfinite(flat).all(axis=1)
+    small = np.abs(np.where(np.isfinite(flat), flat, 0)).max(axis=1, initial=0) <= FLOAT_LIMIT
+    skipped = tuple(Skipped(f"{task.name}[{task.start + i}]",
+                            "contains NaN or infinite values" if not finite[i] else
+                            TOO_LARGE_REASON)
+                    for i in np.flatnonzero(~(finite & small)))
+    finite = finite & small
     if not finite.any():
         return TaskResult(None, skipped)
     return TaskResult(records_from_stack(stack[finite], channel_names=task.channel_names), skipped)

@@ -31,7 +31,7 @@ from normstats.sources.decoding.decode import (
     decode_file,
 )
 from normstats.sources.file_list import FileEntry, FileList
-from normstats.sources.walk import WalkResult, walk_images
+from normstats.sources.walk import DUPLICATE, WalkResult, walk_images
 
 __all__ = ["FolderSource", "FolderTask", "ListedTask", "ListedFiles", "records_of_images",
            "file_task_ranges"]
@@ -168,6 +168,11 @@ class ListedFiles:
         self.channel_names = None if self.mode == "keep" else channel_names_for(self.mode, 0)
         self.skipped = walk.skipped
         self.ignored = walk.ignored
+        if fail_fast:  # what the listing could not use stops the run too, like a bad file
+            unusable = next((s for s in walk.skipped if not s.reason.startswith(DUPLICATE)),
+                            None)
+            if unusable is not None:
+                raise UnreadableInputError(unusable.reason, unusable.path)
 
     def task(self, files: FileList) -> Task:
         raise NotImplementedError

@@ -42,7 +42,8 @@ _TASK_BYTES = 4 << 20
 
 @dataclass(frozen=True)
 class Member:
-    """An image member of a shard: sample key, member name, data offset (plain tar) and size."""
+    """An image member of a shard: sample key, member name, data offset and size (in a
+    compressed shard the offset names which copy of a name stored twice is meant)."""
 
     key: str
     name: str
@@ -84,7 +85,10 @@ def scan_shard(path: str, expected: int | None = None, image_ext: str | None = N
     (['a.jpg'], 1, 1)
     """
     compressed = path.lower().endswith((".gz", ".tgz"))
-    infos = _list_members(path, compressed)
+    every = _list_members(path, compressed)
+    # tar's rule for a name stored twice: the last copy wins (extracting gives that one)
+    last = {info.name: info for info in every if info.isfile()}
+    infos = [info for info in every if info.isfile() and last[info.name] is info]
     samples: dict[str, list[tarfile.TarInfo]] = {}
     for info in infos:
         samples.setdefault(_split_key(info.name)[0], []).append(info)
@@ -94,14 +98,14 @@ def scan_shard(path: str, expected: int | None = None, image_ext: str | None = N
         if chosen is None:
             skipped.append(Skipped(f"{path}:{key}", "sample has no image member"))
             continue
-        members.append(Member(key, chosen.name, chosen.offset_data if not compressed else -1,
-                              chosen.size))
+        # offset_data: where to seek in a plain tar; which copy to take in a stream
+        members.append(Member(key, chosen.name, chosen.offset_data, chosen.size))
     if expected is not None and expected != len(samples):
         raise NormstatsError(f"holds {len(samples)} samples but its index says {expected}: "
                              "the shard is truncated (cut at a member boundary) or not the "
                              "indexed one", path=path)
     if not compressed:
-        _check_end_blocks(path, infos)
+        _check_end_blocks(path, every)
     return Shard(path, compressed, tuple(members), len(samples), tuple(skipped),
                  len(infos) - len(members))
 
@@ -119,21 +123,22 @@ def _image_of(group: list[tarfile.TarInfo], image_ext: str | None) -> tarfile.Ta
 def _list_members(path: str, compressed: bool) -> list[tarfile.TarInfo]:
     try:
         with tarfile.open(path, "r|gz" if compressed else "r:") as tar:
-            infos = [info for info in tar if info.isfile()]
+            infos = list(tar)  # every entry: folders and links end a valid tar too
     except (tarfile.TarError, EOFError, OSError) as error:
         reason = "truncated" if isinstance(error, EOFError) or "unexpected end" in str(error) \
             else "not a readable tar shard"
         raise NormstatsError(f"{reason} ({error or type(error).__name__})", path=path) from None
     size = os.path.getsize(path)
     for info in infos if not compressed else ():
-        if info.offset_data + info.size > size:
+        if info.isfile() and info.offset_data + info.size > size:
             raise NormstatsError(f"truncated inside member {info.name}", path=path)
     return infos
 
 
 def _check_end_blocks(path: str, infos: list[tarfile.TarInfo]) -> None:
     """A plain tar ends with two zero blocks; a shard cut between members does not."""
-    end = max((i.offset_data + -(-i.size // 512) * 512 for i in infos), default=0)
+    end = max((i.offset_data + (-(-i.size // 512) * 512 if i.isfile() else 0) for i in infos),
+              default=0)
     with open(path, "rb") as handle:
         handle.seek(end)
         tail = handle.read(1024)
@@ -216,8 +221,9 @@ class TarTask:
         wanted = {m.name: m for m in self.members}
         with tarfile.open(self.path, "r|gz") as tar:
             for info in tar:
-                if info.name in wanted and info.isfile():
-                    yield wanted[info.name], tar.extractfile(info).read()
+                member = wanted.get(info.name)
+                if member is not None and info.isfile() and info.offset_data == member.offset:
+                    yield member, tar.extractfile(info).read()
 
 
 class TarSource:

@@ -21,7 +21,10 @@ from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
 from normstats.sources.file_list import FileList
 from normstats.sources.heap import release_free_memory
 
-__all__ = ["WalkResult", "walk_images"]
+__all__ = ["WalkResult", "walk_images", "DUPLICATE"]
+
+#: How a second link to a file already listed begins its skip reason: not an error.
+DUPLICATE = "same file as"
 
 _INT64 = np.iinfo(np.int64)
 
@@ -149,7 +152,7 @@ class _Found:
         is_first = first == np.arange(len(order))
         for position in np.flatnonzero(~is_first).tolist():
             skipped.append(Skipped(paths[order[position]],
-                                   f"same file as {paths[order[first[position]]]} (a hard "
+                                   f"{DUPLICATE} {paths[order[first[position]]]} (a hard "
                                    "or symbolic link); counted once"))
         kept = order[is_first]
         return FileList.from_columns([paths[i] for i in kept.tolist()],

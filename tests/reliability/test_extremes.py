@@ -98,3 +98,16 @@ def test_the_process_pool_never_thaws_what_the_caller_froze(png_folder):
     assert alive() is None  # the check above could fail: thawed, the cycle is collected
     assert_matches_oracle(stats, images, 255)
     assert gc.get_freeze_count() == 0
+
+
+def test_float_values_too_large_to_square_are_named_not_a_traceback():
+    """|x| near 1e200 overflows x² in float64: the image is skipped with the reason."""
+    images = np.full((3, 2, 2, 1), 1.0)
+    images[1] = 1e200
+    stats = normstats.compute(images)
+    assert stats.images == 2 and [s.path for s in stats.skipped] == ["array[1]"]
+    assert "squares overflow float64" in stats.skipped[0].reason
+    assert stats.mean == (1.0,)
+    table = np.array([[1e200, 1.0], [3.0, 2.0]])
+    vectors = normstats.compute(table)
+    assert vectors.counts == (1, 2) and vectors.mean == (3.0, 1.5)

@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 
+import pytest
 from click.testing import CliRunner
 from conftest import random_images
 from oracle import assert_matches_oracle
@@ -17,6 +18,7 @@ from reliability_helpers import (
 
 import normstats
 import normstats.sources.decoding.decode as decode_module
+from normstats import NormstatsError
 from normstats.sources.folder import FolderSource
 from normstats_cli import main
 
@@ -103,3 +105,16 @@ def test_dangling_symlink_is_named(png_folder):
     stats = compute_sync(root)
     assert reasons(stats) == {"ghost.png": "cannot stat file: No such file or directory"}
     assert_matches_oracle(stats, images, 255)
+
+
+def test_on_error_fail_stops_for_what_the_listing_cannot_use(png_folder):
+    """A dangling link is skipped by default; with --on-error fail it stops the run."""
+    root, _ = png_folder
+    (root / "cat" / "gone.png").symlink_to(root / "nowhere.png")
+    assert any(s.path == "cat/gone.png" for s in compute_sync(root).skipped)
+    with pytest.raises(NormstatsError, match="cat/gone.png: cannot stat file"):
+        compute_sync(root, on_error="fail")
+    (root / "cat" / "gone.png").unlink()
+    (root / "cat" / "again.png").symlink_to(root / "cat" / "001.png")  # a second link: fine
+    stats = compute_sync(root, on_error="fail")
+    assert [s.path for s in stats.skipped] == ["cat/again.png"]

@@ -89,3 +89,52 @@ def test_index_entries_stay_inside_its_folder(tmp_path: Path) -> None:
     fw.write_index(tmp_path / "index.json", {"../elsewhere.tar": 3})
     with pytest.raises(NormstatsError, match="outside the index's folder"):
         open_format(str(tmp_path / "index.json"), "tar")
+
+
+def _shard(path: Path, entries: list, gz: bool = False) -> Path:
+    """A tar (or .tar.gz) of (name, bytes) files, ("dir", name) folders, ("link", name)."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz" if gz else "w") as tar:
+        for entry in entries:
+            if entry[0] == "dir":
+                info = tarfile.TarInfo(entry[1])
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif entry[0] == "link":
+                info = tarfile.TarInfo(entry[1])
+                info.type, info.linkname = tarfile.SYMTYPE, "a.png"
+                tar.addfile(info)
+            else:
+                info = tarfile.TarInfo(entry[0])
+                info.size = len(entry[1])
+                tar.addfile(info, io.BytesIO(entry[1]))
+    return path
+
+
+def _png(value: int) -> bytes:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((4, 4, 3), value, np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_a_name_stored_twice_counts_its_last_copy_in_tar_and_tar_gz(tmp_path: Path) -> None:
+    """tar's rule: extracting gives the last copy, so both containers count that one."""
+    entries = [("a.png", _png(10)), ("b.png", _png(20)), ("a.png", _png(250))]
+    plain = normstats.compute(_shard(tmp_path / "s.tar", entries))
+    packed = normstats.compute(_shard(tmp_path / "s.tar.gz", entries, gz=True))
+    expected = (20 + 250) / 2 / 255
+    assert plain.images == packed.images == 2
+    assert plain.mean == packed.mean == (expected,) * 3
+
+
+def test_a_valid_tar_ending_with_a_folder_or_a_link_is_not_called_cut(tmp_path: Path) -> None:
+    entries = [("a.png", _png(10)), ("b.png", _png(30)), ("dir", "extra"), ("link", "c.png")]
+    stats = normstats.compute(_shard(tmp_path / "s.tar", entries))
+    assert stats.images == 2 and stats.mean == (20 / 255,) * 3
