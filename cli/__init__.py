@@ -56,8 +56,11 @@ def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--on-error", type=click.Choice(("skip", "fail")), default="skip",
                      show_default=True, help="Skip unreadable files (named) or stop at the "
                                              "first."),
-        click.option("--max-pixels", type=int, default=None,
+        click.option("--max-pixels", type=click.IntRange(min=1), default=None,
                      help="Decompression-bomb limit per image (default: Pillow's)."),
+        click.option("--max-file-bytes", type=click.IntRange(min=1), default=None,
+                     help="Skip image files (and tar members) larger than this, unread "
+                          "(default: 8 bytes per --max-pixels pixel + 64 MiB)."),
         click.option("--workers", type=int, default=None,
                      help="Parallel workers of the local pool or of --local-cluster "
                           "(default: usable CPUs)."),
@@ -90,7 +93,7 @@ def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @cluster_options
 def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
             manifest: str | None, root: str | None, cache_dir: str | None, no_cache: bool,
-            by_folder: bool, outliers: bool, **options: Any) -> None:
+            verify_cache: str | None, by_folder: bool, outliers: bool, **options: Any) -> None:
     """Compute the normalization constants of PATH (a folder, .npy, zarr, IDX, CIFAR batch,
     tar shard or .npz file), or of a known dataset with --manifest NAME --root DIR."""
     import json
@@ -104,6 +107,10 @@ def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
     collector = None
     if manifest and more.handles_computation:
         raise click.UsageError("--sample, --precision and --percentiles take PATH, not --manifest")
+    if verify_cache is not None and (manifest or more.handles_computation or no_cache):
+        raise click.UsageError("--verify-cache checks the record cache of a plain compute of "
+                               "PATH: not with --manifest, --sample, --precision, "
+                               "--percentiles or --no-cache")
     if manifest:
         stats = compute_manifest_from_cli(manifest, root, channels=names, **options)
     elif path is None:
@@ -114,7 +121,8 @@ def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
     else:
         collector = RecordCollector() if by_folder or outliers else None
         stats = normstats.compute(path, channels=names, on_result=collector,
-                                  cache=cache_setting(cache_dir, no_cache), **options)
+                                  cache=cache_setting(cache_dir, no_cache),
+                                  verify_cache=verify_cache, **options)
     extras, lines = record_extras(stats, collector, by_folder, outliers)
     if more.to:
         click.echo(render_export(stats, more, variant))

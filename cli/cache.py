@@ -48,6 +48,10 @@ def compute_cache_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      default=None, help="Record cache directory (default: $NORMSTATS_CACHE, "
                      "else $XDG_CACHE_HOME/normstats or ~/.cache/normstats)."),
         click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
+        click.option("--verify-cache", metavar="N|all", default=None,
+                     help="Decode N randomly drawn cached files (or all) again and name any "
+                          "whose cached record no longer matches; the result uses the fresh "
+                          "records."),
         click.option("--by-folder", is_flag=True,
                      help="Also statistics per immediate sub-folder (classes, splits)."),
         click.option("--outliers", is_flag=True,
@@ -128,12 +132,18 @@ def show_command(path: str, cache_dir: Path | None) -> None:
         failures = [f for s in segments for f in s.index.failures]
         click.echo(f"{printable(str(g.path))}\n  root      {printable(g.root)}\n"
                    f"  policy    {json.dumps(g.identity.get('policy', {}))}\n"
-                   f"  pillow    {g.identity.get('pillow', '?')}\n"
+                   f"  decoders  {_decoders(g.identity)}\n"
                    f"  images    {valid:,} verified records, {len(failures)} recorded "
                    f"failure(s)\n  segments  {len(segments)} committed, {junk} damaged or "
                    f"uncommitted\n  size      {_size(g.size)}\n  updated   {_when(g.updated)}")
         for failure in failures[:20]:
             click.echo(f"  failed    {printable(failure.path)}: {failure.reason}")
+
+
+def _decoders(identity: dict) -> str:
+    """The decoder versions a group was made with (groups of format 1 knew only Pillow's)."""
+    versions = identity.get("decoders") or {"pillow": identity.get("pillow", "?")}
+    return ", ".join(f"{name} {version}" for name, version in sorted(versions.items()))
 
 
 @cache_group.command("clear")

@@ -20,7 +20,7 @@ from normstats.maths.exporters import FORMATS
 __all__ = ["Extras", "extra_options", "pop_extras", "run_extras", "render_export"]
 
 _RUN_KEYS = ("workers", "scheduler", "task_size", "progress")
-_OPEN_KEYS = ("mode", "layout", "max_pixels", "format")
+_OPEN_KEYS = ("mode", "layout", "max_pixels", "max_file_bytes", "format")
 
 
 @dataclass(frozen=True)

@@ -297,7 +297,7 @@ def _digest(path: str, algo: str) -> str:
 
 
 def open_manifest_source(manifest: Manifest, root: str, *, max_pixels: int | None = None,
-                         fail_fast: bool = False) -> Any:
+                         fail_fast: bool = False, max_file_bytes: int | None = None) -> Any:
     """The source of a manifest's files under ``root`` (several files read as one)."""
     from normstats.sources import open_source
     from normstats.sources.concat import ConcatSource
@@ -305,7 +305,8 @@ def open_manifest_source(manifest: Manifest, root: str, *, max_pixels: int | Non
     spec = manifest.source
     paths = [resolve_path(manifest, root, f) for f in spec.files]
     counts = {resolve_path(manifest, root, f): n for f, n in spec.counts.items()}
-    extra = {"member": spec.member, "image_ext": spec.image_ext, "counts": counts}
+    extra = {"member": spec.member, "image_ext": spec.image_ext, "counts": counts,
+             "max_file_bytes": max_file_bytes}
     parts = []
     for path in paths:
         if not os.path.exists(path):
@@ -324,7 +325,8 @@ def _open_one(path: str, spec: SourceSpec, max_pixels: int | None, fail_fast: bo
                            max_pixels=max_pixels, fail_fast=fail_fast,
                            channel_names=spec.channels, **extra)
     return open_source(path, mode=spec.mode, layout=spec.layout, max_pixels=max_pixels,
-                       fail_fast=fail_fast, channel_names=spec.channels, format=spec.format)
+                       fail_fast=fail_fast, channel_names=spec.channels, format=spec.format,
+                       max_file_bytes=extra["max_file_bytes"])
 
 
 def compute_manifest(manifest: Manifest, root: str, **options: Any) -> Any:
@@ -337,7 +339,8 @@ def compute_manifest(manifest: Manifest, root: str, **options: Any) -> Any:
 
     verify_checksums(manifest, root)
     source = open_manifest_source(manifest, root, max_pixels=options.pop("max_pixels", None),
-                                  fail_fast=options.get("on_error") == "fail")
+                                  fail_fast=options.get("on_error") == "fail",
+                                  max_file_bytes=options.pop("max_file_bytes", None))
     for ignored in ("mode", "layout", "format"):
         options.pop(ignored, None)
     if options.get("channels") is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
 import itertools
 import json
 import os
@@ -28,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import PIL
 
 from normstats.engine.cache_lock import lock_holder, release_lock, take_lock
 from normstats.engine.cache_plan import CachedFailure, SegmentIndex
@@ -40,7 +40,8 @@ __all__ = ["CACHE_ENV", "FORMAT", "GROUP_MARKER", "read_group_marker", "DatasetC
            "group_identity"]
 
 CACHE_ENV = "NORMSTATS_CACHE"
-FORMAT = 1
+#: 2: files keyed on their stamp too (inode and ctime), groups on every decoder's version.
+FORMAT = 2
 GROUP_MARKER = "normstats-group.json"
 _GROUP_MARKER_CONTENT = {"normstats": "cache-group", "format": FORMAT}
 _OFF = ("0", "off", "false", "no", "none")
@@ -115,9 +116,32 @@ def read_group_marker(path: Path) -> dict | None:
 
 
 def group_identity(root: str, policy: DecodePolicy) -> dict:
-    """Everything that changes the records of a file: root, decode policy, Pillow version."""
+    """Everything that changes the records of a file: root, decode policy and the
+    version of every decoder that may produce its pixels (Pillow, libjpeg-turbo through
+    simplejpeg, libpng through imagecodecs).
+    """
     return {"format": FORMAT, "root": os.path.realpath(root),
-            "policy": dataclasses.asdict(policy), "pillow": PIL.__version__}
+            "policy": dataclasses.asdict(policy), "decoders": decoder_versions()}
+
+
+def decoder_versions() -> dict[str, str]:
+    """The installed version of each decoding package ("absent" for a missing one).
+
+    Read from the installed distributions' metadata: importing the decoders only to ask
+    their version would cost a cached run ~0.1 s.
+
+    Examples
+    --------
+    >>> sorted(decoder_versions())
+    ['imagecodecs', 'pillow', 'simplejpeg']
+    """
+    versions = {}
+    for name in ("pillow", "simplejpeg", "imagecodecs"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "absent"
+    return versions
 
 
 def group_name(identity: dict) -> str:
@@ -218,10 +242,13 @@ class DatasetCache:
 
     # -- writing -------------------------------------------------------------------
     def write_segment(self, records: Records | None, sizes: np.ndarray, mtimes: np.ndarray,
-                      failures: tuple[CachedFailure, ...]) -> str:
+                      failures: tuple[CachedFailure, ...], stamps: np.ndarray | None = None
+                      ) -> str:
         """Write one segment's arrays, then its marker; return the segment name."""
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(_counter):05d}"
-        arrays = _segment_arrays(records, sizes, mtimes)
+        if stamps is None:
+            stamps = np.zeros(len(sizes), np.int64)
+        arrays = _segment_arrays(records, sizes, mtimes, stamps)
         if arrays:
             import zarr  # lazily: zarr costs 0.15 s to import, most commands never need it
 
@@ -249,13 +276,14 @@ def _listing(folder: Path) -> list[Path]:
         return []
 
 
-def _segment_arrays(records: Records | None, sizes: np.ndarray,
-                    mtimes: np.ndarray) -> dict[str, np.ndarray]:
+def _segment_arrays(records: Records | None, sizes: np.ndarray, mtimes: np.ndarray,
+                    stamps: np.ndarray) -> dict[str, np.ndarray]:
     if records is None or len(records) == 0:
         return {}
     blob = "\0".join(records.keys).encode("utf-8", "surrogatepass")
     arrays = {"path_bytes": np.frombuffer(blob, dtype=np.uint8),
-              "size": np.asarray(sizes, np.int64), "mtime_ns": np.asarray(mtimes, np.int64)}
+              "size": np.asarray(sizes, np.int64), "mtime_ns": np.asarray(mtimes, np.int64),
+              "stamp": np.asarray(stamps, np.int64)}
     for field in _FIELDS[type(records).__name__]:
         arrays[field] = np.ascontiguousarray(getattr(records, field))
     return arrays
@@ -276,7 +304,7 @@ def _marker(name: str, records: Records | None, arrays: dict[str, np.ndarray],
     if records is not None:
         header.update(kind=type(records).__name__, dtype=records.dtype,
                       channels=list(records.channel_names))
-    header["failures"] = [[f.path, f.size, f.mtime_ns, f.reason] for f in failures]
+    header["failures"] = [[f.path, f.size, f.mtime_ns, f.stamp, f.reason] for f in failures]
     return {**header, "digest": _digest(header, arrays)}
 
 
@@ -303,13 +331,13 @@ def _read_arrays(folder: Path, marker: dict) -> dict[str, np.ndarray]:
     import zarr
 
     group = zarr.open_group(folder, mode="r")
-    names = ("path_bytes", "size", "mtime_ns", *_FIELDS[marker["kind"]])
+    names = ("path_bytes", "size", "mtime_ns", "stamp", *_FIELDS[marker["kind"]])
     return {name: np.asarray(group[name][...]) for name in names}
 
 
 def _loaded(marker: dict, arrays: dict[str, np.ndarray]) -> LoadedSegment:
-    failures = tuple(CachedFailure(str(p), int(s), int(m), str(r))
-                     for p, s, m, r in marker["failures"])
+    failures = tuple(CachedFailure(str(p), int(s), int(m), str(r), int(stamp))
+                     for p, s, m, stamp, r in marker["failures"])
     if not arrays:
         empty = np.zeros(0, np.int64)
         return LoadedSegment(SegmentIndex(marker["segment"], (), empty, empty, failures), None)
@@ -319,7 +347,8 @@ def _loaded(marker: dict, arrays: dict[str, np.ndarray]) -> LoadedSegment:
     fields = {f: arrays[f] for f in _FIELDS[marker["kind"]]}
     records = _KINDS[marker["kind"]](dtype=marker["dtype"], channel_names=tuple(
         marker["channels"]), keys=paths, **fields)
-    index = SegmentIndex(marker["segment"], paths, arrays["size"], arrays["mtime_ns"], failures)
+    index = SegmentIndex(marker["segment"], paths, arrays["size"], arrays["mtime_ns"], failures,
+                         arrays["stamp"])
     return LoadedSegment(index, records)
 
 

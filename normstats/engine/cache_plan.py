@@ -3,7 +3,8 @@
 `plan` takes the files a folder walk listed now and the index of the committed cache
 segments (their file keys and recorded failures) and says, file by file, which
 committed record to reuse and which files to decode. A record is reused only when its
-key matches the file exactly: same relative path, same size, same ``mtime_ns``.
+key matches the file exactly: same relative path, same size, same ``mtime_ns``, same
+stamp (the inode and status-change time folded together: `change_stamp`).
 Everything about reading or writing the store lives in `normstats.engine.cache`.
 """
 
@@ -21,8 +22,6 @@ from normstats.sources.file_list import FileEntry, FileList
 __all__ = ["CachedFailure", "SegmentIndex", "CachePlan", "plan", "is_cacheable_failure",
            "needs_compaction"]
 
-#: Failures that depend on the moment, not on the file's bytes: never cached.
-
 @dataclass(frozen=True)
 class CachedFailure:
     """A file that could not be decoded under the group's policy, keyed like a record."""
@@ -31,6 +30,11 @@ class CachedFailure:
     size: int
     mtime_ns: int
     reason: str
+    stamp: int = 0
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return self.size, self.mtime_ns, self.stamp
 
     def skipped(self) -> Skipped:
         return Skipped(self.path, self.reason)
@@ -50,6 +54,8 @@ class SegmentIndex:
         int64 size and ``mtime_ns`` of each record row.
     failures : tuple of CachedFailure
         Files the segment's run could not decode.
+    stamps : numpy.ndarray, optional
+        int64 `change_stamp` of each record row (zeros when not given).
     """
 
     name: str
@@ -57,6 +63,11 @@ class SegmentIndex:
     sizes: np.ndarray
     mtimes: np.ndarray
     failures: tuple[CachedFailure, ...] = ()
+    stamps: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.stamps is None:
+            object.__setattr__(self, "stamps", np.zeros(len(self.paths), np.int64))
 
     @property
     def entries(self) -> int:
@@ -72,7 +83,7 @@ class CachePlan:
     reuse : tuple of (str, numpy.ndarray)
         Per segment name, the sorted row indices whose records are reused.
     failures : tuple of CachedFailure
-        Recorded failures that still apply (same size and mtime).
+        Recorded failures that still apply (same size, mtime and stamp).
     compute : FileList
         Files to decode, in walk order.
     stale : int
@@ -91,11 +102,13 @@ class CachePlan:
         return sum(len(rows) for _, rows in self.reuse) + len(self.failures)
 
 
-def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex]) -> CachePlan:
+def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex],
+         distrust: frozenset[str] = frozenset()) -> CachePlan:
     """Match the files listed now against the committed segments.
 
     The newest segment wins when several hold a matching key (they hold the same
-    record, since a file with the same size and mtime decodes the same way).
+    record, since a file with the same key decodes the same way). Paths in
+    ``distrust`` are decoded whatever the cache holds (``--verify-cache``).
 
     Examples
     --------
@@ -106,7 +119,7 @@ def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex]) -> CacheP
     >>> [f.path for f in p.compute], p.cached, p.stale
     (['b.png', 'c.png'], 1, 1)
     """
-    wanted = {f.path: (f.size, f.mtime_ns) for f in files}
+    wanted = {f.path: (f.size, f.mtime_ns, f.stamp) for f in files if f.path not in distrust}
     taken: set[str] = set()
     reuse: list[tuple[str, np.ndarray]] = []
     failures: list[CachedFailure] = []
@@ -116,7 +129,7 @@ def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex]) -> CacheP
             reuse.append((segment.name, np.asarray(rows, dtype=np.int64)))
         for failure in segment.failures:
             if failure.path not in taken and \
-                    wanted.get(failure.path) == (failure.size, failure.mtime_ns):
+                    wanted.get(failure.path) == failure.key:
                 taken.add(failure.path)
                 failures.append(failure)
     compute = FileList.of(f for f in files if f.path not in taken)
@@ -126,12 +139,12 @@ def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex]) -> CacheP
                      tuple(sorted(failures, key=lambda f: f.path)), compute, stale, used)
 
 
-def _matching_rows(segment: SegmentIndex, wanted: dict[str, tuple[int, int]],
+def _matching_rows(segment: SegmentIndex, wanted: dict[str, tuple[int, int, int]],
                    taken: set[str]) -> list[int]:
     rows = []
-    sizes, mtimes = segment.sizes.tolist(), segment.mtimes.tolist()
-    for row, path in enumerate(segment.paths):
-        if path not in taken and wanted.get(path) == (sizes[row], mtimes[row]):
+    keys = zip(segment.sizes.tolist(), segment.mtimes.tolist(), segment.stamps.tolist())
+    for row, (path, key) in enumerate(zip(segment.paths, keys)):
+        if path not in taken and wanted.get(path) == key:
             taken.add(path)
             rows.append(row)
     return rows

@@ -38,6 +38,14 @@ from normstats.engine.cache_plan import (
     needs_compaction,
     plan,
 )
+from normstats.engine.cache_verify import (
+    CacheCheck,
+    cached_verdicts,
+    choose_checks,
+    compare_verdicts,
+    fresh_verdicts,
+    parse_verify,
+)
 from normstats.engine.pipeline import run
 from normstats.errors import UnreadableInputError
 from normstats.maths.records import Records, concat_records
@@ -60,11 +68,14 @@ OnResult = Callable[[TaskResult], None]
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """A run's exact summary and where its inputs came from."""
+    """A run's exact summary and where its inputs came from (``used_cache`` False: no
+    cache was read, ``cached`` and ``decoded`` are 0)."""
 
     summary: Summary
     cached: int = 0
     decoded: int = 0
+    used_cache: bool = False
+    check: CacheCheck = CacheCheck()
 
 
 def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
@@ -83,20 +94,22 @@ def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
     """
     cache_dir = resolve_cache_dir(cache) if isinstance(source, FolderSource) else None
     if cache_dir is None:
-        summary = run(source, **options)
-        decoded = summary.images + len(summary.skipped) - len(source.skipped) \
-            if isinstance(source, FolderSource) else 0
-        return RunOutcome(summary, 0, decoded)
+        options.pop("verify_cache", None)  # nothing cached, nothing to verify
+        return RunOutcome(run(source, **options))
     return run_cached(source, cache_dir, **options)
 
 
 def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
                lock_wait: float | None = None, flush_seconds: float | None = None,
-               on_result: OnResult | None = None, **options: Any) -> RunOutcome:
+               on_result: OnResult | None = None, verify_cache: int | str | None = None,
+               rng: np.random.Generator | None = None, **options: Any) -> RunOutcome:
     """Compute ``source`` reusing the records committed in ``cache_dir``.
 
     ``lock_wait`` and ``flush_seconds`` default to `LOCK_WAIT_SECONDS` and
-    `FLUSH_SECONDS`, read at call time.
+    `FLUSH_SECONDS`, read at call time. ``verify_cache`` (a number of files, or "all")
+    decodes that many of the files the cache would answer again, drawn by ``rng``, and
+    reports in ``check`` those whose cached verdict no longer holds
+    (`normstats.engine.cache_verify`).
 
     Cached records and failures are passed to ``on_result`` first (one `TaskResult`),
     then each decoded task's result as it finishes, so a caller sees every record.
@@ -112,13 +125,19 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
     >>> (first.cached, first.decoded), (second.cached, second.decoded)
     ((0, 1), (1, 0))
     """
+    count = parse_verify(verify_cache)
     store = _open_store(Path(cache_dir), source)
     if store is None:
         return run_source(source, cache=False, on_result=on_result, **options)
     writable = _lock(store, LOCK_WAIT_SECONDS if lock_wait is None else lock_wait)
     try:
         segments, junk = store.load()
-        decision = plan(source.walk.files, [s.index for s in segments])
+        indexes = [s.index for s in segments]
+        decision = plan(source.walk.files, indexes)
+        checks = choose_checks(decision, segments, count, rng or np.random.default_rng())
+        expected = cached_verdicts(decision, segments, checks)
+        if checks:
+            decision = plan(source.walk.files, indexes, distrust=checks)
         _raise_cached_failure(source, decision)
         cached = _reused_records(segments, decision)
         if on_result is not None and decision.cached:
@@ -134,8 +153,12 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
         _finish(store, decision, cached, writer, junk)
     finally:
         store.unlock()
+    check = compare_verdicts(expected, fresh_verdicts(writer.records, summary.skipped, checks))
+    for path in check.changed:
+        log.warning("normstats: %s: the cached record no longer matches the file (changed "
+                    "with the same size, mtime, inode and ctime); decoded again", path)
     return RunOutcome(_combine(source, cached, decision, summary), decision.cached,
-                      len(decision.compute))
+                      len(decision.compute), True, check)
 
 
 def _open_store(cache_dir: Path, source: FolderSource) -> DatasetCache | None:
@@ -221,7 +244,7 @@ class SegmentWriter:
     store : DatasetCache or None
         Where to write; None keeps results in memory only (read-only run).
     files : sequence of FileEntry
-        The walk's files, for the size and mtime of each record's key.
+        The walk's files, for the size, mtime and stamp of each record's key.
     flush_seconds : float
         Commit buffered results once this much time has passed since the last commit.
     downstream : callable, optional
@@ -261,7 +284,8 @@ class SegmentWriter:
 
     def _failures(self, result: TaskResult) -> list[CachedFailure]:
         return [CachedFailure(s.path, int(self.files.sizes[self.rows[s.path]]),
-                              int(self.files.mtimes[self.rows[s.path]]), s.reason)
+                              int(self.files.mtimes[self.rows[s.path]]), s.reason,
+                              int(self.files.stamps[self.rows[s.path]]))
                 for s in result.skipped
                 if s.path in self.rows and is_cacheable_failure(s.reason)]
 
@@ -293,7 +317,8 @@ class SegmentWriter:
         keys = records.keys if records is not None else ()
         rows = np.array([self.rows[k] for k in keys], dtype=np.intp)
         return self.store.write_segment(records, self.files.sizes[rows],
-                                        self.files.mtimes[rows], failures)
+                                        self.files.mtimes[rows], failures,
+                                        self.files.stamps[rows])
 
     @property
     def has_pending(self) -> bool:

@@ -31,7 +31,9 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
             format: str | None = None,
             cache: str | os.PathLike | bool | None = None,
             resize: int | None = None, center_crop: int | None = None,
-            image_key: str | None = None) -> DatasetStats:
+            image_key: str | None = None,
+            verify_cache: int | str | None = None,
+            max_file_bytes: int | None = None) -> DatasetStats:
     """Exact per-channel normalization constants of a dataset, in every variant.
 
     Parameters
@@ -62,6 +64,10 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
         Skip unreadable files (named in ``stats.skipped``) or stop at the first one.
     max_pixels : int, optional
         Decompression-bomb limit in pixels per image (default: Pillow's, ~89.5 M).
+    max_file_bytes : int, optional
+        Image files and tar members larger than this are skipped unread, with their
+        reason (default ``8 × max_pixels + 64 MiB``: the largest honest file of that
+        many pixels; see `normstats.sources.decoding.file_read`).
     workers, scheduler, task_size, progress, on_result
         Parallelism and reporting; see `normstats.engine.pipeline.run`.
     format : str, optional
@@ -80,6 +86,10 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
     image_key : str, optional
         Which key of dict items holds the image (default: the first of ``image``,
         ``img``, ``pixel_values``, ``pixels``, ``x``, ``input`` present).
+    verify_cache : int or "all", optional
+        Decode this many of the files the cache would answer again (drawn at random), or
+        all of them, and name in ``stats.cache_changed`` those whose cached record no
+        longer matches (see ``docs/cache.md``); the result uses the fresh records.
 
     Returns
     -------
@@ -110,17 +120,21 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
                                   workers=workers, scheduler=scheduler)
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
                          fail_fast=on_error == "fail", channel_names=channels, format=format,
-                         image_key=image_key)
+                         image_key=image_key, max_file_bytes=max_file_bytes)
     if source.kind == "vectors" and isinstance(source, ArraySource):
         return compute_vectors(source, fail_on_inf=on_error == "fail", channels=channels,
                                scale=scale)
     source = transformed_source(source, resize, center_crop)
     outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
-                         task_size=task_size, progress=progress, on_result=on_result)
+                         task_size=task_size, progress=progress, on_result=on_result,
+                         verify_cache=verify_cache)
     stats = DatasetStats.from_summary(outcome.summary, channels=channels, scale=scale,
                                       mode=source.mode, kind=source.kind,
                                       source=source.description)
-    return replace(stats, images_cached=outcome.cached, images_decoded=outcome.decoded)
+    if not outcome.used_cache:
+        return stats
+    return replace(stats, images_cached=outcome.cached, images_decoded=outcome.decoded,
+                   cache_checked=outcome.check.checked, cache_changed=outcome.check.changed)
 
 
 def compute_dask_array(x: Any, *, layout: str | None = None, scale: float | None = None,

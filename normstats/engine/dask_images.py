@@ -84,7 +84,7 @@ def images(data: Any, *, mode: str = "RGB", layout: str | None = None,
            resize: int | None = None, center_crop: int | None = None,
            on_error: str = "skip", max_pixels: int | None = None,
            format: str | None = None, task_size: int | None = None,
-           channels: tuple[str, ...] | None = None) -> Any:
+           channels: tuple[str, ...] | None = None, max_file_bytes: int | None = None) -> Any:
     """The pixels of any source as a lazy `dask.array.Array` (N, H, W, C), one chunk a task.
 
     Parameters
@@ -92,7 +92,7 @@ def images(data: Any, *, mode: str = "RGB", layout: str | None = None,
     data : str, os.PathLike or array
         What `normstats.compute` reads: a folder, an IDX, CIFAR, tar, ``.npz``, ``.npy``
         or zarr file, a URL, or an array.
-    mode, layout, resize, center_crop, max_pixels, format, channels
+    mode, layout, resize, center_crop, max_pixels, max_file_bytes, format, channels
         As in `normstats.compute`; the pixels are exactly those it reduces.
     on_error : {"skip", "fail"}
         ``"skip"``: unreadable files are left out, so image-file chunks have unknown
@@ -122,7 +122,8 @@ def images(data: Any, *, mode: str = "RGB", layout: str | None = None,
     if on_error not in ("skip", "fail"):
         raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
-                         fail_fast=on_error == "fail", channel_names=channels, format=format)
+                         fail_fast=on_error == "fail", channel_names=channels, format=format,
+                         max_file_bytes=max_file_bytes)
     if isinstance(source, IterableSource):
         raise InvalidOptionError("an iterable has no random access to cut into chunks; pass "
                                  "it to normstats.compute, or stack it into an array")

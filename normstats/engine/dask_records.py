@@ -147,7 +147,7 @@ def records(data: Any, *, mode: str = "RGB", layout: str | None = None,
             on_error: str = "skip", max_pixels: int | None = None, format: str | None = None,
             channels: tuple[str, ...] | None = None,
             cache: str | os.PathLike | bool | None = None, workers: int | None = None,
-            scheduler: Any = None) -> ImageRecords:
+            scheduler: Any = None, max_file_bytes: int | None = None) -> ImageRecords:
     """Per-image records of any source, read now (the cache first), as Dask arrays.
 
     Parameters are those of `normstats.compute`. A Dask array is reduced block by block
@@ -168,7 +168,7 @@ def records(data: Any, *, mode: str = "RGB", layout: str | None = None,
     if source is None:
         source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
                              fail_fast=on_error == "fail", channel_names=channels,
-                             format=format)
+                             format=format, max_file_bytes=max_file_bytes)
         source = transformed_source(source, resize, center_crop)
     if isinstance(source, ArraySource):
         return _dask_array_records(images(source), None, source.channel_names, scheduler,

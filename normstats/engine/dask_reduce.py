@@ -114,7 +114,7 @@ def join_channels(parts: list[Records], names: tuple[str, ...] | None) -> Record
     if len(parts) == 1:
         return first if names is None else replace(first, channel_names=names)
     arrays = {name: np.concatenate([getattr(p, name) for p in parts], axis=1)
-              for name in first._array_fields() if getattr(first, name).ndim == 2}
+              for name in first.array_fields() if getattr(first, name).ndim == 2}
     channels = sum(p.channels for p in parts)
     return replace(first, channel_names=names or default_channel_names(channels), **arrays)
 

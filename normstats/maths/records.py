@@ -66,13 +66,14 @@ class _RecordsBase:
         """What images must share to be pooled: kind, dtype and channel names."""
         return (type(self).__name__, self.dtype, self.channel_names)
 
-    def _array_fields(self) -> list[str]:
+    def array_fields(self) -> list[str]:
+        """Names of the per-image array fields (one row per image)."""
         return [f.name for f in fields(self) if isinstance(getattr(self, f.name), np.ndarray)]
 
     def take(self, rows: np.ndarray) -> _RecordsBase:
         """The records of the selected rows (boolean mask or indices), in that order."""
         keys = tuple(np.asarray(self.keys, dtype=object)[rows]) if self.keys else ()
-        arrays = {name: getattr(self, name)[rows] for name in self._array_fields()}
+        arrays = {name: getattr(self, name)[rows] for name in self.array_fields()}
         return replace(self, keys=keys, **arrays)
 
 
@@ -272,7 +273,7 @@ def concat_records(parts: list[Records]) -> Records:
         if other.signature != first.signature:
             raise incompatible(first, other)
     arrays = {name: np.concatenate([getattr(p, name) for p in parts])
-              for name in first._array_fields()}
+              for name in first.array_fields()}
     keys = tuple(k for p in parts for k in p.keys)
     return replace(first, keys=keys, **arrays)
 

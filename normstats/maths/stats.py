@@ -85,10 +85,15 @@ class DatasetStats:
     skipped: tuple[Skipped, ...] = field(default_factory=tuple)
     #: Values used per feature of vector data, where NaN leaves some out (None for images).
     counts: tuple[int, ...] | None = None
-    #: Image files answered by the record cache / decoded in this run (see docs/cache.md).
-    #: How a result was obtained, not what it is: left out of ``==``.
+    #: Image files answered by the record cache / decoded in this run (see docs/cache.md);
+    #: both 0 when no cache was used. How a result was obtained, not what it is: left
+    #: out of ``==``.
     images_cached: int = field(default=0, compare=False)
     images_decoded: int = field(default=0, compare=False)
+    #: Cached files decoded again to check the cache (``verify_cache``), and those of
+    #: them whose cached record no longer matched the file.
+    cache_checked: int = field(default=0, compare=False)
+    cache_changed: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_summary(cls, summary: Summary, *, channels: tuple[str, ...] | None = None,
@@ -165,7 +170,7 @@ class DatasetStats:
         """A JSON-ready dict; `from_dict` restores an equal object (floats round-trip)."""
         data = asdict(self)
         data["skipped"] = [s.to_dict() for s in self.skipped]
-        for name in ("channels", "counts", *_PER_CHANNEL):
+        for name in ("channels", "counts", "cache_changed", *_PER_CHANNEL):
             if data[name] is not None:
                 data[name] = list(data[name])
         return data
@@ -174,7 +179,7 @@ class DatasetStats:
     def from_dict(cls, data: dict[str, Any]) -> DatasetStats:
         """Rebuild from `to_dict` output (or the CLI's ``--json``)."""
         values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        for name in ("channels", "counts", *_PER_CHANNEL):
+        for name in ("channels", "counts", "cache_changed", *_PER_CHANNEL):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         values["skipped"] = tuple(Skipped.from_dict(s) for s in data.get("skipped", ()))

@@ -75,6 +75,13 @@ def _header(stats: DatasetStats) -> list[str]:
     if stats.images_cached or stats.images_decoded:  # folders: what the record cache answered
         lines.append(f"  {stats.images_cached:,} file(s) from the cache, "
                      f"{stats.images_decoded:,} decoded")
+    if stats.cache_checked:
+        changed = stats.cache_changed
+        lines.append(f"  cache verified: {stats.cache_checked:,} cached file(s) decoded again, "
+                     + ("all identical" if not changed else
+                        f"{len(changed):,} no longer matched and were replaced: "
+                        + ", ".join(printable(p) for p in changed[:5])
+                        + (", ..." if len(changed) > 5 else "")))
     return lines
 
 

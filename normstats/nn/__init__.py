@@ -12,7 +12,8 @@ Examples
 --------
 >>> import numpy as np
 >>> from normstats.nn import Normalize
->>> Normalize((0.5,), (0.5,))(np.full((2, 2, 1), 255, np.uint8)).ravel().tolist()
+>>> image = np.full((2, 2, 1), 255, np.uint8)  # one (H, W, C) image
+>>> Normalize((0.5,), (0.5,))(image, input_layout="hwc").ravel().tolist()
 [1.0, 1.0, 1.0, 1.0]
 """
 

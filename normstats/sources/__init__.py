@@ -16,6 +16,8 @@ from normstats.errors import NormstatsError
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Source, Task, TaskResult
 from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.file_read import not_a_dataset_path
+from normstats.sources.decoding.policy import policy_of
 from normstats.sources.detect import detect_format, open_format
 from normstats.sources.folder import FolderSource
 from normstats.sources.image_folder import ImageFolderFiles, plain_image_folder
@@ -32,7 +34,8 @@ def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
                 max_pixels: int | None = None, fail_fast: bool = False,
                 channel_names: tuple[str, ...] | None = None,
                 format: str | None = None,
-                image_key: str | None = None) -> Source | IterableSource:
+                image_key: str | None = None,
+                max_file_bytes: int | None = None) -> Source | IterableSource:
     """The source for ``data``: a path (folder, ``.npy``, zarr), an array, a map-style
     dataset (``__len__`` and ``__getitem__``: read by index in parallel tasks), a
     ``DataLoader`` (read batch by batch) or any other iterable of images.
@@ -54,25 +57,29 @@ def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
     if is_url(data):
         data = local_path(data) or data
         if is_url(data):  # fsspec: memory://, s3://, gcs://, ...
-            policy = DecodePolicy(mode) if max_pixels is None else DecodePolicy(mode, max_pixels)
+            policy = policy_of(mode, max_pixels, max_file_bytes)
             return RemoteFolderSource(data, policy, fail_fast=fail_fast)
     if isinstance(data, str | os.PathLike):
         path = os.fspath(data)
         if not os.path.exists(split_member(path)[0]):
             raise NormstatsError("no such file or folder", path=path)
+        if (reason := not_a_dataset_path(split_member(path)[0])) is not None:
+            raise NormstatsError(reason, path=path)
         fmt = format or detect_format(path)
         if fmt not in ("folder", "zarr", "npy"):
             return open_format(path, fmt, mode=mode, layout=layout, max_pixels=max_pixels,
-                               fail_fast=fail_fast, channel_names=channel_names)
+                               fail_fast=fail_fast, channel_names=channel_names,
+                               max_file_bytes=max_file_bytes)
         if os.path.isdir(path) and not _is_zarr(path):
-            policy = DecodePolicy(mode) if max_pixels is None else DecodePolicy(mode, max_pixels)
+            policy = policy_of(mode, max_pixels, max_file_bytes)
             return FolderSource(path, policy, fail_fast=fail_fast)
         return ArraySource(path, layout=layout, channel_names=channel_names)
     if isinstance(data, np.ndarray) or _is_array_like(data):
         return ArraySource(data, layout=layout, channel_names=channel_names)
     if is_map_style(data) and not is_data_loader(data):
         if plain_image_folder(data, mode):
-            return ImageFolderFiles(data, fail_fast=fail_fast, max_pixels=max_pixels)
+            return ImageFolderFiles(data, fail_fast=fail_fast, max_pixels=max_pixels,
+                                    max_file_bytes=max_file_bytes)
         return MappedSource(data, mode=mode, layout=layout, image_key=image_key,
                             fail_fast=fail_fast)
     if isinstance(data, Iterable):

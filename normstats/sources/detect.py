@@ -29,7 +29,7 @@ from normstats.sources.cifar import (
     open_cifar_python,
     open_records,
 )
-from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.policy import policy_of
 from normstats.sources.idx import looks_like_idx, open_idx
 from normstats.sources.npz import open_npz, split_member
 from normstats.sources.tar import TarSource, read_shard_index
@@ -97,7 +97,8 @@ def detect_format(path: str) -> str:
 
 def open_format(path: str, fmt: str, *, mode: str = "RGB", layout: str | None = None,
                 max_pixels: int | None = None, fail_fast: bool = False,
-                channel_names: tuple[str, ...] | None = None, **extra: Any) -> Any:
+                channel_names: tuple[str, ...] | None = None,
+                max_file_bytes: int | None = None, **extra: Any) -> Any:
     """Open ``path`` as a source of format ``fmt`` (one of `FILE_FORMATS`).
 
     ``extra`` passes format options from manifests: ``member`` (npz), ``counts`` and
@@ -113,7 +114,7 @@ def open_format(path: str, fmt: str, *, mode: str = "RGB", layout: str | None = 
         return open_cifar_python(path)
     if fmt == "npz":
         return open_npz(path, extra.get("member"), layout, channel_names)
-    policy = DecodePolicy(mode) if max_pixels is None else DecodePolicy(mode, max_pixels)
+    policy = policy_of(mode, max_pixels, max_file_bytes)
     paths, counts = [path], dict(extra.get("counts") or {})
     if path.lower().endswith(".json"):
         counts.update(read_shard_index(path))

@@ -1,16 +1,17 @@
-"""A compact, immutable list of files: one buffer of paths and three int64 arrays.
+"""A compact, immutable list of files: one buffer of paths and four int64 arrays.
 
 A folder listing kept as a tuple of `FileEntry` objects costs ~170 bytes a file beyond
 its path characters in Python objects (~460 bytes a file of resident memory once the
 allocator's leftovers are counted), and decoding workers are forked after the walk, so
-every one of them carries that too. `FileList` keeps 24 bytes a file plus the UTF-8
+every one of them carries that too. `FileList` keeps 32 bytes a file plus the UTF-8
 bytes of its path, builds a `FileEntry` only when one is asked for, slices without
-copying, and pickles as four buffers (tasks travel to worker processes by pickle).
+copying, and pickles as five buffers (tasks travel to worker processes by pickle).
 """
 
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -18,7 +19,7 @@ from typing import Any, overload
 
 import numpy as np
 
-__all__ = ["FileEntry", "FileList"]
+__all__ = ["FileEntry", "FileList", "change_stamp", "change_stamps", "stamp_of"]
 
 # surrogatepass: paths of undecodable file names hold lone surrogates (os.fsdecode's
 # surrogateescape); this codec round-trips every Python str, exactly.
@@ -29,13 +30,62 @@ _ENCODING, _ERRORS = "utf-8", "surrogatepass"
 _CHUNK = 4096
 
 
+#: An odd 64-bit constant (2**64 / golden ratio): multiplying by it spreads inode numbers
+#: over all 64 bits before they are mixed with the status-change time.
+_SPREAD = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+
+
 @dataclass(frozen=True, slots=True)
 class FileEntry:
-    """One image file: its path relative to the root, size and modification time."""
+    """One image file: its path relative to the root, size, modification time and stamp.
+
+    ``stamp`` folds the file's inode number and status-change time (``st_ctime_ns``) into
+    one int64 (see `change_stamp`); 0 where the file system gives neither (remote stores).
+    """
 
     path: str
     size: int
     mtime_ns: int
+    stamp: int = 0
+
+
+def change_stamp(inode: int, ctime_ns: int) -> int:
+    """The inode and status-change time of a file folded into one signed 64-bit integer.
+
+    A file's size and ``mtime`` can be set back to old values (``tar --mtime``,
+    ``touch -d``, ``rsync -t``), but every write, extraction or replacement changes its
+    ``ctime``, which no user call can set, and a replaced file usually has a new inode.
+    The record cache keys a file on size, ``mtime`` and this stamp.
+
+    Examples
+    --------
+    >>> change_stamp(12, 1_000) == change_stamp(12, 1_000)
+    True
+    >>> change_stamp(12, 1_000) != change_stamp(12, 1_001) != change_stamp(13, 1_001)
+    True
+    """
+    mixed = ((inode * _SPREAD) ^ ctime_ns) & _MASK
+    return mixed - (1 << 64) if mixed >> 63 else mixed
+
+
+def change_stamps(inodes: Any, ctimes_ns: Any) -> np.ndarray:
+    """`change_stamp` of many files at once, as an int64 array.
+
+    Examples
+    --------
+    >>> int(change_stamps([12], [1_000])[0]) == change_stamp(12, 1_000)
+    True
+    """
+    inodes = np.asarray(inodes, dtype=np.uint64)
+    ctimes = np.asarray(ctimes_ns, dtype=np.int64).view(np.uint64)
+    with np.errstate(over="ignore"):  # the product wraps modulo 2**64 by design
+        return ((inodes * np.uint64(_SPREAD)) ^ ctimes).view(np.int64)
+
+
+def stamp_of(info: os.stat_result) -> int:
+    """`change_stamp` of a ``stat`` result."""
+    return change_stamp(info.st_ino, info.st_ctime_ns)
 
 
 class FileList(Sequence[FileEntry]):
@@ -49,6 +99,8 @@ class FileList(Sequence[FileEntry]):
         int64, one more than the files: path ``i`` is ``paths[offsets[i]:offsets[i + 1]]``.
     sizes, mtimes : numpy.ndarray
         int64 size and ``mtime_ns`` of each file.
+    stamps : numpy.ndarray, optional
+        int64 `change_stamp` of each file (zeros when not given).
 
     Most code builds one with `from_columns` or `of` rather than from buffers.
 
@@ -56,26 +108,30 @@ class FileList(Sequence[FileEntry]):
     --------
     >>> files = FileList.of([FileEntry("a.png", 10, 1), FileEntry("b/c.png", 20, 2)])
     >>> len(files), files[1]
-    (2, FileEntry(path='b/c.png', size=20, mtime_ns=2))
+    (2, FileEntry(path='b/c.png', size=20, mtime_ns=2, stamp=0))
     >>> [f.path for f in files[1:]], int(files.sizes.sum())
     (['b/c.png'], 30)
     """
 
-    __slots__ = ("_paths", "_offsets", "sizes", "mtimes")
+    __slots__ = ("_paths", "_offsets", "sizes", "mtimes", "stamps")
 
     def __init__(self, paths: bytes, offsets: np.ndarray, sizes: np.ndarray,
-                 mtimes: np.ndarray) -> None:
-        if not len(offsets) == len(sizes) + 1 == len(mtimes) + 1:
-            raise ValueError("a FileList needs one offset more than sizes and mtimes")
+                 mtimes: np.ndarray, stamps: np.ndarray | None = None) -> None:
+        if stamps is None:
+            stamps = np.zeros(len(sizes), np.int64)
+        if not len(offsets) == len(sizes) + 1 == len(mtimes) + 1 == len(stamps) + 1:
+            raise ValueError("a FileList needs one offset more than sizes, mtimes and stamps")
         self._paths = bytes(paths)
         # Slices share these arrays: read-only, so no view can change another list.
         self._offsets = _frozen(offsets)
         self.sizes = _frozen(sizes)
         self.mtimes = _frozen(mtimes)
+        self.stamps = _frozen(stamps)
 
     @classmethod
-    def from_columns(cls, paths: Sequence[str], sizes: Any, mtimes: Any) -> FileList:
-        """A list from parallel columns: path strings and integer sizes and mtimes.
+    def from_columns(cls, paths: Sequence[str], sizes: Any, mtimes: Any,
+                     stamps: Any = None) -> FileList:
+        """A list from parallel columns: path strings and integer sizes, mtimes, stamps.
 
         Examples
         --------
@@ -92,7 +148,8 @@ class FileList(Sequence[FileEntry]):
         np.cumsum(lengths, out=offsets[1:])
         return cls(joined.encode(_ENCODING, _ERRORS), offsets,
                    np.array(sizes, dtype=np.int64).reshape(-1),
-                   np.array(mtimes, dtype=np.int64).reshape(-1))
+                   np.array(mtimes, dtype=np.int64).reshape(-1),
+                   None if stamps is None else np.array(stamps, dtype=np.int64).reshape(-1))
 
     @classmethod
     def of(cls, entries: Iterable[FileEntry]) -> FileList:
@@ -108,11 +165,13 @@ class FileList(Sequence[FileEntry]):
         paths: list[str] = []
         sizes: list[int] = []
         mtimes: list[int] = []
+        stamps: list[int] = []
         for entry in entries:
             paths.append(entry.path)
             sizes.append(entry.size)
             mtimes.append(entry.mtime_ns)
-        return cls.from_columns(paths, sizes, mtimes)
+            stamps.append(entry.stamp)
+        return cls.from_columns(paths, sizes, mtimes, stamps)
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -131,7 +190,8 @@ class FileList(Sequence[FileEntry]):
             stop = max(start, stop)
             # A view: the same path buffer, views of the arrays.
             return FileList(self._paths, self._offsets[start:stop + 1],
-                            self.sizes[start:stop], self.mtimes[start:stop])
+                            self.sizes[start:stop], self.mtimes[start:stop],
+                            self.stamps[start:stop])
         i = operator.index(index)
         n = len(self)
         if i < 0:
@@ -140,7 +200,7 @@ class FileList(Sequence[FileEntry]):
             raise IndexError(f"file index {index} out of range for {n} files")
         start, stop = int(self._offsets[i]), int(self._offsets[i + 1])
         return FileEntry(self._paths[start:stop].decode(_ENCODING, _ERRORS),
-                         int(self.sizes[i]), int(self.mtimes[i]))
+                         int(self.sizes[i]), int(self.mtimes[i]), int(self.stamps[i]))
 
     def __iter__(self) -> Iterator[FileEntry]:
         paths = self._paths
@@ -149,9 +209,10 @@ class FileList(Sequence[FileEntry]):
             offsets = self._offsets[first:last + 1].tolist()
             sizes = self.sizes[first:last].tolist()
             mtimes = self.mtimes[first:last].tolist()
-            for i, (size, mtime) in enumerate(zip(sizes, mtimes)):
+            stamps = self.stamps[first:last].tolist()
+            for i, (size, mtime, stamp) in enumerate(zip(sizes, mtimes, stamps)):
                 yield FileEntry(paths[offsets[i]:offsets[i + 1]].decode(_ENCODING, _ERRORS),
-                                size, mtime)
+                                size, mtime, stamp)
 
     def take(self, indices: Any) -> FileList:
         """The files at ``indices`` (any integer array-like), in that order, as a new list.
@@ -172,14 +233,15 @@ class FileList(Sequence[FileEntry]):
         np.cumsum(stops - starts, out=offsets[1:])
         paths = self._paths
         joined = b"".join(paths[a:b] for a, b in zip(starts.tolist(), stops.tolist()))
-        return FileList(joined, offsets, self.sizes[indices], self.mtimes[indices])
+        return FileList(joined, offsets, self.sizes[indices], self.mtimes[indices],
+                        self.stamps[indices])
 
-    def _columns(self) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
-        """Exactly this list's data: its own bytes, offsets from 0, sizes, mtimes."""
+    def _columns(self) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Exactly this list's data: its own bytes, offsets from 0, sizes, mtimes, stamps."""
         first, last = int(self._offsets[0]), int(self._offsets[-1])
         paths = self._paths if (first, last) == (0, len(self._paths)) else \
             self._paths[first:last]
-        return paths, self._offsets - first, self.sizes, self.mtimes
+        return paths, self._offsets - first, self.sizes, self.mtimes, self.stamps
 
     def __reduce__(self) -> tuple:
         # A slice pickles only its own part of the shared path buffer.
@@ -193,8 +255,8 @@ class FileList(Sequence[FileEntry]):
                                             for a, b in zip(mine[1:], theirs[1:]))
 
     def __hash__(self) -> int:
-        paths, offsets, sizes, mtimes = self._columns()
-        return hash((paths, offsets.tobytes(), sizes.tobytes(), mtimes.tobytes()))
+        paths, offsets, *numbers = self._columns()
+        return hash((paths, offsets.tobytes(), *(column.tobytes() for column in numbers)))
 
     def __repr__(self) -> str:
         shown = ", ".join(repr(entry.path) for entry in islice(self, 3))

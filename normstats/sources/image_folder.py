@@ -16,8 +16,9 @@ import sys
 from typing import Any
 
 from normstats.maths.records import Skipped
-from normstats.sources.decoding.policy import DecodePolicy
-from normstats.sources.file_list import FileList
+from normstats.sources.decoding.file_read import not_regular_reason
+from normstats.sources.decoding.policy import policy_of
+from normstats.sources.file_list import FileList, stamp_of
 from normstats.sources.folder import FolderTask, ListedFiles
 from normstats.sources.walk import WalkResult
 
@@ -56,11 +57,11 @@ class ImageFolderFiles(ListedFiles):
     """The files of a plain ``ImageFolder``, in its order, decoded under RGB."""
 
     def __init__(self, dataset: Any, fail_fast: bool = False,
-                 max_pixels: int | None = None) -> None:
+                 max_pixels: int | None = None, max_file_bytes: int | None = None) -> None:
         paths = [os.path.abspath(path) for path, _ in dataset.samples]
         root = os.path.commonpath([os.path.dirname(p) for p in paths]) if paths else "."
         prefix = len(root.rstrip(os.sep)) + 1  # os.path.relpath costs ~15 µs a file
-        kept, sizes, mtimes, skipped = [], [], [], []
+        kept, sizes, mtimes, stamps, skipped = [], [], [], [], []
         for path in paths:
             relative = path[prefix:]
             try:
@@ -68,11 +69,15 @@ class ImageFolderFiles(ListedFiles):
             except OSError as error:
                 skipped.append(Skipped(relative, f"cannot stat file: {error.strerror}"))
                 continue
+            if (reason := not_regular_reason(info.st_mode)) is not None:
+                skipped.append(Skipped(relative, reason))
+                continue
             kept.append(relative)
             sizes.append(info.st_size)
             mtimes.append(info.st_mtime_ns)
-        policy = DecodePolicy("RGB") if max_pixels is None else DecodePolicy("RGB", max_pixels)
-        walk = WalkResult(FileList.from_columns(kept, sizes, mtimes), tuple(skipped), 0)
+            stamps.append(stamp_of(info))
+        policy = policy_of("RGB", max_pixels, max_file_bytes)
+        walk = WalkResult(FileList.from_columns(kept, sizes, mtimes, stamps), tuple(skipped), 0)
         self.adopt(root, policy, fail_fast, walk)
         self.description = (f"map-style dataset {type(dataset).__name__} ({len(paths):,} "
                             f"items, read in worker processes: an ImageFolder without "

@@ -13,6 +13,7 @@ also guards against symlink loops; everything else needs its fsspec backend inst
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 import time
@@ -29,6 +30,7 @@ from normstats.sources.decoding.decode import (
     DecodePolicy,
     decode_bytes,
 )
+from normstats.sources.decoding.file_read import too_large_reason
 from normstats.sources.file_list import FileEntry, FileList
 from normstats.sources.folder import ListedFiles, ListedTask, records_of_images
 from normstats.sources.walk import WalkResult
@@ -95,7 +97,8 @@ def walk_url(url: str, storage_options: dict | None = None) -> WalkResult:
         if posixpath.splitext(rel)[1].lower() not in IMAGE_EXTENSIONS:
             ignored += 1
         else:
-            files.append(FileEntry(rel, int(info.get("size") or 0), _mtime_ns(info)))
+            files.append(FileEntry(rel, int(info.get("size") or 0), _mtime_ns(info),
+                                   _content_tag(info)))
     files.sort(key=lambda f: f.path)
     return WalkResult(FileList.of(files), (), ignored)
 
@@ -108,6 +111,19 @@ def _mtime_ns(info: dict) -> int:
             return int(value.timestamp() * 1e9)
         if isinstance(value, int | float):
             return int(value * 1e9)
+    return 0
+
+
+def _content_tag(info: dict) -> int:
+    """The store's own version tag of an object (ETag, checksum, generation) as an int64
+    stamp, so an object rewritten with the same size and time is not served from the cache
+    (0 if the backend reports none).
+    """
+    for name in ("ETag", "etag", "md5Hash", "crc32c", "checksum", "generation", "version_id"):
+        value = info.get(name)
+        if value not in (None, ""):
+            digest = hashlib.blake2b(str(value).encode(), digest_size=8).digest()
+            return int.from_bytes(digest, "little", signed=True)
     return 0
 
 
@@ -148,17 +164,27 @@ class RemoteFolderTask(ListedTask):
         """Bytes (or the read error) of every file, keyed by relative path."""
         fs, root = _filesystem(self.url, self.storage_options)
         root = root.rstrip("/")
-        paths = {f"{root}/{entry.path}": entry.path for entry in self.files}
+        limit = self.policy.file_byte_limit
+        # Objects listed over the byte limit are never fetched (their listed size decides).
+        over = {e.path: _TooLarge(e.size, limit) for e in self.files if e.size > limit}
+        paths = {f"{root}/{e.path}": e.path for e in self.files if e.path not in over}
         contents = fs.cat(list(paths), on_error="return") if paths else {}
         if not isinstance(contents, dict):  # a single path comes back as bytes
             contents = {next(iter(paths)): contents}
-        return {paths.get(path, path): data for path, data in contents.items()}
+        return {**{paths.get(path, path): data for path, data in contents.items()}, **over}
+
+
+class _TooLarge(Exception):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(too_large_reason(size, limit))
 
 
 def _bytes_of(contents: dict[str, Any], name: str) -> bytes:
     data = contents.get(name)
     if isinstance(data, FileNotFoundError) or data is None:
         raise UnreadableInputError("file disappeared before it could be read", name)
+    if isinstance(data, _TooLarge):
+        raise UnreadableInputError(str(data), name)
     if isinstance(data, BaseException):
         raise UnreadableInputError(f"cannot read file: {data}", name)
     return data

@@ -33,6 +33,7 @@ from normstats.sources.decoding.decode import (
     channel_names_for,
     decode_bytes,
 )
+from normstats.sources.decoding.file_read import too_large_reason
 from normstats.sources.folder import records_of_images
 
 __all__ = ["TarSource", "TarTask", "Member", "scan_shard", "read_shard_index"]
@@ -200,6 +201,9 @@ class TarTask:
         for member, data in self._contents():
             key = f"{os.path.basename(self.path)}/{member.name}"
             try:
+                if data is None:  # over the byte limit: never read (a 6 GiB member of a
+                    # 28 MB .tar.gz would otherwise be inflated into memory)
+                    raise UnreadableInputError(too_large_reason(member.size, self.limit), key)
                 decoded.append((key, decode_bytes(data, key, self.policy)))
             except UnreadableInputError as error:
                 if self.fail_fast:
@@ -211,19 +215,25 @@ class TarTask:
         """The task of this task's first ``count`` members."""
         return dataclasses.replace(self, members=self.members[:count])
 
-    def _contents(self) -> Iterator[tuple[Member, bytes]]:
+    @property
+    def limit(self) -> int:
+        return self.policy.file_byte_limit
+
+    def _contents(self) -> Iterator[tuple[Member, bytes | None]]:
+        """Each member and its bytes (None for a member over the byte limit)."""
+        limit = self.limit
         if not self.compressed:
             with open(self.path, "rb") as handle:
                 for member in self.members:
                     handle.seek(member.offset)
-                    yield member, handle.read(member.size)
+                    yield member, handle.read(member.size) if member.size <= limit else None
             return
         wanted = {m.name: m for m in self.members}
         with tarfile.open(self.path, "r|gz") as tar:
             for info in tar:
                 member = wanted.get(info.name)
                 if member is not None and info.isfile() and info.offset_data == member.offset:
-                    yield member, tar.extractfile(info).read()
+                    yield member, tar.extractfile(info).read() if info.size <= limit else None
 
 
 class TarSource:

@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from normstats.maths.records import Skipped
+from normstats.sources.decoding.file_read import not_regular_reason
 from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
-from normstats.sources.file_list import FileList
+from normstats.sources.file_list import FileList, change_stamps
 from normstats.sources.heap import release_free_memory
 
 __all__ = ["WalkResult", "walk_images", "DUPLICATE"]
@@ -118,6 +119,9 @@ def _stat_file(entry: os.DirEntry, rel: str, found: _Found, skipped: list[Skippe
     except OSError as error:  # a dangling symlink, or a file deleted during the walk
         skipped.append(Skipped(rel, f"cannot stat file: {error.strerror or error}"))
         return
+    if (reason := not_regular_reason(info.st_mode)) is not None:  # a FIFO never gets opened
+        skipped.append(Skipped(rel, reason))
+        return
     found.add(rel, info)
 
 
@@ -129,17 +133,15 @@ class _Found:
     def __init__(self) -> None:
         self.paths: list[str] = []
         self.devices, self.inodes = array("Q"), array("Q")
-        self.sizes, self.mtimes = array("q"), array("q")
+        self.sizes, self.mtimes, self.ctimes = array("q"), array("q"), array("q")
 
     def add(self, rel: str, info: os.stat_result) -> None:
         self.paths.append(rel)
         self.devices.append(info.st_dev)
         self.inodes.append(info.st_ino)
         self.sizes.append(info.st_size)
-        try:
-            self.mtimes.append(info.st_mtime_ns)
-        except OverflowError:  # dated before 1677 or after 2262: saturate, it only keys caches
-            self.mtimes.append(_INT64.max if info.st_mtime_ns > 0 else _INT64.min)
+        self.mtimes.append(_saturated(info.st_mtime_ns))
+        self.ctimes.append(_saturated(info.st_ctime_ns))
 
     def first_link_of_each_file(self, skipped: list[Skipped]) -> FileList:
         """The files sorted by path, each physical file once: at its first path in that
@@ -157,7 +159,14 @@ class _Found:
         kept = order[is_first]
         return FileList.from_columns([paths[i] for i in kept.tolist()],
                                      np.frombuffer(self.sizes, np.int64)[kept],
-                                     np.frombuffer(self.mtimes, np.int64)[kept])
+                                     np.frombuffer(self.mtimes, np.int64)[kept],
+                                     change_stamps(np.frombuffer(self.inodes, np.uint64)[kept],
+                                                   np.frombuffer(self.ctimes, np.int64)[kept]))
+
+
+def _saturated(time_ns: int) -> int:
+    """A time as an int64: dates before 1677 or after 2262 saturate (they only key caches)."""
+    return min(max(time_ns, int(_INT64.min)), int(_INT64.max))
 
 
 def _first_of_each_identity(devices: np.ndarray, inodes: np.ndarray) -> np.ndarray:

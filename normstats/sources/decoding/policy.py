@@ -14,9 +14,10 @@ import numpy as np
 from PIL import Image
 
 from normstats.errors import InvalidOptionError
+from normstats.sources.decoding.file_read import default_file_limit
 from normstats.sources.decoding.transforms import parse_size
 
-__all__ = ["DecodePolicy", "DecodedImage", "Scratch", "MODES", "ALLOWED_FORMATS",
+__all__ = ["DecodePolicy", "policy_of", "DecodedImage", "Scratch", "MODES", "ALLOWED_FORMATS",
            "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS", "NATIVE_NAMES", "channel_names_for"]
 
 MODES = ("RGB", "L", "RGBA", "keep")
@@ -46,6 +47,16 @@ class DecodePolicy:
     #: conversion (`normstats.sources.decoding.transforms`): statistics of what the model sees.
     resize: int | None = None
     center_crop: int | None = None
+    #: Files (and tar members) larger than this are skipped unread; None: the limit
+    #: ``max_pixels`` implies (`normstats.sources.decoding.file_read.default_file_limit`).
+    max_file_bytes: int | None = None
+
+    @property
+    def file_byte_limit(self) -> int:
+        """The byte limit of one image file under this policy."""
+        if self.max_file_bytes is not None:
+            return int(self.max_file_bytes)
+        return default_file_limit(self.max_pixels)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -53,6 +64,9 @@ class DecodePolicy:
                                      f"{', '.join(MODES)}")
         if int(self.max_pixels) <= 0:
             raise InvalidOptionError(f"max_pixels must be positive, got {self.max_pixels}")
+        if self.max_file_bytes is not None and int(self.max_file_bytes) <= 0:
+            raise InvalidOptionError(f"max_file_bytes must be positive, got "
+                                     f"{self.max_file_bytes}")
         parse_size(self.resize, "resize")
         parse_size(self.center_crop, "center_crop")
 
@@ -64,6 +78,19 @@ class DecodePolicy:
         if self.center_crop is not None:
             steps.append(f"CenterCrop({self.center_crop})")
         return ", ".join(steps)
+
+
+def policy_of(mode: str = "RGB", max_pixels: int | None = None,
+              max_file_bytes: int | None = None) -> DecodePolicy:
+    """The policy of ``mode`` with the given limits (None: the defaults).
+
+    Examples
+    --------
+    >>> policy_of("L", max_file_bytes=10).file_byte_limit
+    10
+    """
+    return DecodePolicy(mode, DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels,
+                        max_file_bytes=max_file_bytes)
 
 
 class DecodedImage(NamedTuple):

@@ -1,0 +1,178 @@
+"""Reading one image file: regular files only, never more bytes than a limit.
+
+A folder can hold things that are not files with an image name: a FIFO named ``x.png``
+(opening it waits forever for a writer), a link to ``/dev/zero`` (reading it never
+ends), a sparse 60 GB ``big.png`` (reading it fills memory). Every read here opens
+without blocking, checks the file type on the open descriptor (no race with a rename
+between a check and the open), refuses anything over a byte limit from the size the file
+reports, and never reads more than that limit even if the file grows while it is read.
+
+The default limit follows from ``--max-pixels``: no decoder allowed here produces more
+than 8 bytes a pixel (4 channels of 16 bits), so an honest image file of ``max_pixels``
+pixels, even uncompressed, plus 64 MiB of metadata (EXIF, ICC, XMP, thumbnails), fits
+in ``8 × max_pixels + 64 MiB`` bytes (about 780 MB at Pillow's default limit).
+``--max-file-bytes`` sets it explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from normstats.errors import UnreadableInputError
+
+__all__ = ["read_whole_file", "read_image_file", "default_file_limit", "not_regular_reason",
+           "not_a_dataset_path",
+           "too_large_reason", "BYTES_PER_PIXEL", "METADATA_BYTES"]
+
+#: The most bytes a pixel takes in any image an allowed decoder returns (RGBA, 16-bit).
+BYTES_PER_PIXEL = 8
+#: Room for metadata beside the pixels of an uncompressed file.
+METADATA_BYTES = 64 << 20
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a directory"))
+
+
+def default_file_limit(max_pixels: int) -> int:
+    """The byte limit implied by a pixel limit: ``8 × max_pixels + 64 MiB``.
+
+    Examples
+    --------
+    >>> default_file_limit(1_000_000) == 8_000_000 + (64 << 20)
+    True
+    """
+    return BYTES_PER_PIXEL * int(max_pixels) + METADATA_BYTES
+
+
+def not_regular_reason(mode: int) -> str | None:
+    """Why a file of ``st_mode`` is not read, or None for a regular file.
+
+    Examples
+    --------
+    >>> import stat
+    >>> not_regular_reason(stat.S_IFIFO | 0o644)
+    'not a regular file (a FIFO (named pipe)); only regular files are read'
+    >>> not_regular_reason(stat.S_IFREG | 0o644) is None
+    True
+    """
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a plain file")
+    return f"not a regular file ({kind}); only regular files are read"
+
+
+def not_a_dataset_path(path: str) -> str | None:
+    """Why ``path`` (given as a dataset) is not read, or None for a folder or regular file.
+
+    Checked before anything opens the path: detecting a format reads its first bytes,
+    and that read would wait forever on a FIFO.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> not_a_dataset_path(tempfile.mkdtemp()) is None
+    True
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # missing or unreadable: the caller's own message says which
+    return None if stat.S_ISDIR(mode) else not_regular_reason(mode)
+
+
+def too_large_reason(size: int, limit: int) -> str:
+    """The skip reason of a file (or tar member) over the byte limit.
+
+    Examples
+    --------
+    >>> too_large_reason(10, 5)
+    'file of 10 bytes is over the limit of 5 bytes; raise --max-file-bytes if it is trusted'
+    """
+    return (f"file of {size:,} bytes is over the limit of {limit:,} bytes; raise "
+            f"--max-file-bytes if it is trusted")
+
+
+def read_image_file(path: str, name: str, limit: int | None = None,
+                    size_hint: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit``; errors name ``name``.
+
+    Raises
+    ------
+    UnreadableInputError
+        Not a regular file, over the limit, gone, not permitted, or a read error.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.png")
+    >>> _ = open(path, "wb").write(b"abc")
+    >>> read_image_file(path, "a.png", limit=3)
+    b'abc'
+    >>> read_image_file(path, "a.png", limit=2)
+    Traceback (most recent call last):
+    ...
+    normstats.errors.UnreadableInputError: a.png: file of 3 bytes is over the limit of 2 bytes; ...
+    """
+    try:
+        return read_whole_file(path, size_hint, limit)
+    except _Refused as refused:
+        raise UnreadableInputError(refused.reason, name) from None
+    except IsADirectoryError:
+        raise UnreadableInputError("is a directory, not an image file", name) from None
+    except FileNotFoundError:
+        raise UnreadableInputError("file disappeared before it could be read", name) from None
+    except PermissionError:
+        raise UnreadableInputError("permission denied", name) from None
+    except OSError as error:
+        raise UnreadableInputError(f"cannot read file: {error.strerror or error}", name) from None
+
+
+class _Refused(OSError):
+    """A file normstats will not read; an `OSError` for callers of `read_whole_file`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def read_whole_file(path: str, size_hint: int | None = None, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``, read to the end with raw ``os.read`` calls.
+
+    For a folder of small files this halves the cost of reading (~4 µs instead of ~8 µs
+    a file with ``open().read()``, which builds a buffered file object and asks for the
+    size first); with the right ``size_hint`` it takes two system calls plus one
+    ``fstat``. Anything but a regular file, and more than ``limit`` bytes, is refused
+    (`read_image_file` words the reason).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.bin")
+    >>> with open(path, "wb") as handle:
+    ...     _ = handle.write(b"abc")
+    >>> read_whole_file(path, size_hint=1)
+    b'abc'
+    """
+    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOCTTY", 0)
+    descriptor = os.open(path, flags)
+    try:
+        info = os.fstat(descriptor)
+        if (reason := not_regular_reason(info.st_mode)) is not None:
+            raise _Refused(reason)
+        if limit is not None and info.st_size > limit:
+            raise _Refused(too_large_reason(info.st_size, limit))
+        budget = (1 << 62) if limit is None else limit + 1  # one byte more: growth shows
+        expected = info.st_size if size_hint is None else max(size_hint, info.st_size)
+        parts, request, total = [], min(expected + 1, budget), 0
+        while total < budget and (part := os.read(descriptor, min(request, budget - total))):
+            parts.append(part)
+            total += len(part)
+            request = max(request, 1 << 16)
+    finally:
+        os.close(descriptor)
+    if limit is not None and total > limit:
+        raise _Refused(too_large_reason(total, limit))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
