@@ -39,7 +39,14 @@ def compute_manifest_from_cli(name: str, root: str | None, **options: Any) -> An
 
     if root is None:
         raise InvalidOptionError("--manifest needs --root DIR, the folder holding its files")
-    return compute_manifest(load_manifest(name), root, **options)
+    manifest = load_manifest(name)
+    stats = compute_manifest(manifest, root, **options)
+    expected = manifest.source.images
+    if expected is not None and expected != stats.images:  # the check `verify` makes
+        click.echo(f"normstats: warning: manifest {manifest.name} expects {expected:,} images; "
+                   f"{stats.images:,} were computed ({len(stats.skipped)} skipped): these are "
+                   "not the constants of the complete split", err=True)
+    return stats
 
 
 @click.command("verify")

@@ -30,6 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
+from normstats.engine.cache_location import (  # re-exported: the cache's public face
+    CACHE_ENV,
+    cache_enabled_by_default,
+    default_cache_dir,
+    resolve_cache_dir,
+)
 from normstats.engine.cache_lock import lock_holder, release_lock, take_lock
 from normstats.engine.cache_plan import CachedFailure, SegmentIndex
 from normstats.maths.records import FloatRecords, IntegerRecords, Records
@@ -39,59 +45,14 @@ __all__ = ["CACHE_ENV", "FORMAT", "GROUP_MARKER", "read_group_marker", "DatasetC
            "LoadedSegment", "default_cache_dir", "resolve_cache_dir", "cache_enabled_by_default",
            "group_identity"]
 
-CACHE_ENV = "NORMSTATS_CACHE"
 #: 2: files keyed on their stamp too (inode and ctime), groups on every decoder's version.
 FORMAT = 2
 GROUP_MARKER = "normstats-group.json"
 _GROUP_MARKER_CONTENT = {"normstats": "cache-group", "format": FORMAT}
-_OFF = ("0", "off", "false", "no", "none")
 _FIELDS = {"IntegerRecords": ("pixels", "minimum", "maximum", "sums", "sums_sq"),
            "FloatRecords": ("pixels", "minimum", "maximum", "means", "residuals", "m2s")}
 _KINDS = {"IntegerRecords": IntegerRecords, "FloatRecords": FloatRecords}
 _counter = itertools.count()
-
-
-def default_cache_dir() -> Path:
-    """``$NORMSTATS_CACHE`` if it names a folder, else ``$XDG_CACHE_HOME/normstats``,
-    else ``~/.cache/normstats``.
-
-    Examples
-    --------
-    >>> default_cache_dir().name
-    'normstats'
-    """
-    env = os.environ.get(CACHE_ENV, "").strip()
-    if env and env.lower() not in _OFF:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "normstats"
-
-
-def cache_enabled_by_default() -> bool:
-    """False when ``$NORMSTATS_CACHE`` is ``0``/``off``/``false``/``no``/``none``."""
-    return os.environ.get(CACHE_ENV, "").strip().lower() not in _OFF
-
-
-def resolve_cache_dir(cache: str | os.PathLike | bool | None) -> Path | None:
-    """The cache directory a `compute` call uses, or None for no cache.
-
-    ``False`` disables it; a path names it; ``True`` means the default location;
-    ``None`` (the library default) uses a cache only when ``$NORMSTATS_CACHE`` names a
-    folder, so a library call never writes to the home directory unless asked to.
-
-    Examples
-    --------
-    >>> resolve_cache_dir(False) is None, resolve_cache_dir("/tmp/c").name
-    (True, 'c')
-    """
-    if cache is False:
-        return None
-    if cache is True:
-        return default_cache_dir()
-    if cache is None:
-        env = os.environ.get(CACHE_ENV, "").strip()
-        return Path(env).expanduser() if env and env.lower() not in _OFF else None
-    return Path(os.fspath(cache)).expanduser()
 
 
 def read_group_marker(path: Path) -> dict | None:

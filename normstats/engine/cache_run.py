@@ -50,6 +50,7 @@ from normstats.engine.pipeline import run
 from normstats.errors import UnreadableInputError
 from normstats.maths.records import Records, concat_records
 from normstats.maths.summary import Summary, summarize
+from normstats.maths.text_report import printable
 from normstats.sources.base import TaskResult
 from normstats.sources.file_list import FileEntry, FileList
 from normstats.sources.folder import FolderSource
@@ -156,7 +157,7 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
     check = compare_verdicts(expected, fresh_verdicts(writer.records, summary.skipped, checks))
     for path in check.changed:
         log.warning("normstats: %s: the cached record no longer matches the file (changed "
-                    "with the same size, mtime, inode and ctime); decoded again", path)
+                    "with the same size, mtime, inode and ctime); decoded again", printable(path))
     return RunOutcome(_combine(source, cached, decision, summary), decision.cached,
                       len(decision.compute), True, check)
 

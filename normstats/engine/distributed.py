@@ -36,6 +36,7 @@ from normstats.engine.progress import TASK_PREFIX, ProgressBar
 from normstats.errors import NormstatsError
 from normstats.maths.records import Skipped
 from normstats.maths.summary import Summary, summarize
+from normstats.maths.text_report import printable
 from normstats.sources.base import Task, TaskResult
 
 __all__ = ["run_on_cluster", "run_distributed", "StageTimes", "CRASH_REASON"]
@@ -81,12 +82,20 @@ class TaskOutcome:
     summary: Summary
     result: TaskResult
     seconds: float
+    #: A file that stopped the run (``on_error="fail"``), raised again on the client.
+    error: NormstatsError | None = None
 
 
 def _run_task(task: Task, keep_records: bool) -> TaskOutcome:
     """Runs on a worker: read, decode and summarise one task."""
     started = time.perf_counter()
-    result = task.run()
+    try:
+        result = task.run()
+    except NormstatsError as error:
+        # Returned, not raised: a raised error makes every worker log a "Compute Failed"
+        # block with a traceback, for what is one line about one file.
+        return TaskOutcome(Summary(), TaskResult(None, ()), time.perf_counter() - started,
+                           error)
     summary = summarize(result.records, result.skipped)
     if not keep_records:
         result = TaskResult(None, result.skipped)
@@ -213,6 +222,8 @@ class _ClusterRun:
                 total = total.merge(self._crashed(task, label, future.exception(), alone))
             else:
                 outcome = future.result()
+                if outcome.error is not None:
+                    raise outcome.error
                 self.times.first_result = self.times.first_result or \
                     time.perf_counter() - self.started
                 total = total.merge(self._deliver(outcome.summary, outcome.result,
@@ -253,8 +264,8 @@ class _ClusterRun:
     def _skip_crashed(self, path: str, error: BaseException) -> Summary:
         attempts = getattr(error, "allowed_failures", 0) + 1
         worker = getattr(getattr(error, "last_worker", None), "address", "?")
-        log.warning("normstats: %s killed %d workers (last %s); skipping it", path, attempts,
-                    worker)
+        log.warning("normstats: %s killed %d workers (last %s); skipping it", printable(path),
+                    attempts, worker)
         self.times.crashed += 1
         skipped = Skipped(path, f"{CRASH_REASON} {attempts} times (the worker process died "
                                 "reading or decoding it: a decoder crash or out of memory)")

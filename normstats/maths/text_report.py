@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # DatasetStats.__str__ calls render_report
@@ -17,15 +18,25 @@ STD_EXPLANATION = (
 _MAX_LISTED = 20
 
 
+#: Characters that would break a one-line message or drive the terminal: C0 and C1
+#: controls (newline, ESC sequences), DEL, line separators, bidirectional overrides.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f"
+                          "\u202a-\u202e\u2066-\u2069]")
+
+
 def printable(path: str) -> str:
-    """A path safe to print: undecodable bytes of non-UTF-8 names shown as escapes.
+    """A path safe to print on one line: undecodable bytes of non-UTF-8 names and
+    control characters shown as Python escapes.
 
     Examples
     --------
     >>> printable("caf\\udce9.jpg")
     'caf\\\\xe9.jpg'
+    >>> print(printable("two\\nlines\\x1b[31m.png"))
+    two\\nlines\\x1b[31m.png
     """
-    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def normalize_line(stats: DatasetStats, variant: str = "std", digits: int = 6) -> str:

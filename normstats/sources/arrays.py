@@ -111,9 +111,16 @@ def open_array(path: str) -> Any:
         if "mmap length is greater than file size" in str(error):
             raise NormstatsError("truncated .npy file: its header's shape needs more bytes than "
                                  "the file holds", path=path) from None
+        if "malformed node" in str(error):  # the header names code, not a plain literal
+            error = "its header is not a plain Python literal"
+        elif "Cannot parse header" in str(error):  # numpy's wrapping of a SyntaxError
+            error = "its header cannot be parsed: SyntaxError"
         raise NormstatsError(f"not a plain .npy array ({error})", path=path) from None
     except OSError as error:
         raise NormstatsError(f"cannot read .npy file ({error})", path=path) from None
+    except Exception as error:  # noqa: BLE001 - a broken header raises SyntaxError, TokenError...
+        raise NormstatsError(f"not a plain .npy array (its header cannot be parsed: "
+                             f"{type(error).__name__})", path=path) from None
     _check_npy_length(array, path)
     return array
 

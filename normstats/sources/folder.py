@@ -199,10 +199,11 @@ class FolderSource(ListedFiles):
     """
 
     def __init__(self, root: str | os.PathLike, policy: DecodePolicy | None = None,
-                 fail_fast: bool = False) -> None:
+                 fail_fast: bool = False, confine_to: str | os.PathLike | None = None) -> None:
         if not os.path.isdir(str(root)):
             raise NormstatsError("not a folder", path=str(root))
-        self.adopt(str(root), policy or DecodePolicy(), fail_fast, walk_images(root))
+        self.adopt(str(root), policy or DecodePolicy(), fail_fast,
+                   walk_images(root, confine_to))
 
     def task(self, files: FileList) -> Task:
         return FolderTask(self.root, files, self.policy, self.fail_fast)

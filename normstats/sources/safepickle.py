@@ -1,8 +1,9 @@
 """A restricted unpickler for files that are known to hold only numpy arrays, lists and dicts.
 
 Pickle runs whatever callable the file names. This unpickler resolves only the few
-globals a pickled ``numpy.ndarray`` needs (``_reconstruct``, ``ndarray``, ``dtype``
-and a latin-1-only ``_codecs.encode`` for byte strings written by Python 3); any other
+globals a pickled ``numpy.ndarray`` needs (``_reconstruct``, ``ndarray``, ``dtype``,
+``_frombuffer`` for protocol 5 and a latin-1-only ``_codecs.encode`` for byte strings
+written by Python 3), and checks that every array it built owns exactly its bytes; any other
 global -- ``os.system``, ``builtins.eval``, ``subprocess.Popen`` -- is refused with an
 error naming the file and the global, before anything is called.
 """
@@ -33,11 +34,15 @@ def _latin1(text: str, encoding: str = "latin1") -> bytes:
 
 
 _RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1))[0]
+_FROMBUFFER = np.zeros(1).__reduce_ex__(5)[0]
 _ALLOWED: dict[tuple[str, str], Any] = {
     ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
     ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
     ("numpy", "ndarray"): np.ndarray,
     ("numpy", "dtype"): np.dtype,
+    # protocol 5 pickles rebuild arrays from their bytes with it (checked afterwards)
+    ("numpy._core.numeric", "_frombuffer"): _FROMBUFFER,
+    ("numpy.core.numeric", "_frombuffer"): _FROMBUFFER,
     ("_codecs", "encode"): _latin1,
 }
 
@@ -51,6 +56,43 @@ class _ArrayUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         raise RefusedGlobal(f"persistent id {pid!r}")
+
+
+class _ForgedArray(ValueError):
+    """An unpickled array that does not own or exactly cover its bytes."""
+
+
+#: Containers nested deeper than this are not searched for arrays: a CIFAR batch is a
+#: dict of arrays and lists, two levels.
+_MAX_DEPTH = 8
+
+
+def _check_arrays(value: Any, depth: int) -> None:
+    """Refuse arrays built by calling ``ndarray(shape, dtype, buffer, offset, strides)``.
+
+    ``numpy.ndarray`` must be allowed (a pickled array names it), but a pickle can also
+    call it on a short buffer with zero or overlapping strides: 3 KB then reads as
+    50,000 identical images. A genuine unpickled array owns its data or is a contiguous
+    view of exactly its own bytes.
+    """
+    if isinstance(value, np.ndarray):
+        if value.flags.owndata:
+            return
+        base = value.base
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        covered = base.nbytes if isinstance(base, np.ndarray) else memoryview(base).nbytes
+        contiguous = value.flags.c_contiguous or value.flags.f_contiguous
+        if not contiguous or covered != value.nbytes:
+            raise _ForgedArray(f"an array of shape {value.shape} is a view of {covered:,} "
+                               f"bytes with strides {value.strides}, not an array of its "
+                               f"own {value.nbytes:,} bytes (a forged pickle)")
+    elif depth < _MAX_DEPTH and isinstance(value, dict):
+        for item in value.values():
+            _check_arrays(item, depth + 1)
+    elif depth < _MAX_DEPTH and isinstance(value, list | tuple):
+        for item in value:
+            _check_arrays(item, depth + 1)
 
 
 def safe_load(data: bytes, path: str) -> Any:
@@ -76,11 +118,15 @@ def safe_load(data: bytes, path: str) -> Any:
     refused to unpickle: it calls os.system;
     """
     try:
-        return _ArrayUnpickler(io.BytesIO(data), encoding="bytes").load()
+        loaded = _ArrayUnpickler(io.BytesIO(data), encoding="bytes").load()
+        _check_arrays(loaded, depth=0)
+        return loaded
     except RefusedGlobal as refused:
         raise NormstatsError(f"refused to unpickle: it calls {refused}; only numpy arrays, "
                              "lists and dicts are allowed (the call was not run)",
                              path=path) from None
+    except _ForgedArray as forged:
+        raise NormstatsError(f"refused to unpickle: {forged}", path=path) from None
     except Exception as error:  # noqa: BLE001 - any failure of a hostile or broken stream
         raise NormstatsError(f"not a readable pickle ({type(error).__name__}: {error})",
                              path=path) from None

@@ -45,11 +45,14 @@ class WalkResult:
         object.__setattr__(self, "files", FileList.of(self.files))
 
 
-def walk_images(root: str | os.PathLike) -> WalkResult:
+def walk_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = None
+                ) -> WalkResult:
     """List the image files under ``root``, sorted, each physical file once.
 
     Folders are visited in sorted order and a file reached through several links keeps
     its first path in sorted order, so the listing is the same on every filesystem.
+    With ``confine_to`` (a manifest's ``--root``), a symbolic link that leads outside
+    that folder is not followed: it is skipped and named.
 
     Examples
     --------
@@ -66,6 +69,7 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
     seen_dirs: set[tuple[int, int]] = set()
     ignored = 0
     pending = [root]
+    boundary = None if confine_to is None else os.path.realpath(confine_to)
     while pending:
         directory = pending.pop()
         try:
@@ -80,7 +84,11 @@ def walk_images(root: str | os.PathLike) -> WalkResult:
         subfolders = []
         for entry in _scan(directory, root, skipped):
             rel = entry.path[prefix:]  # os.path.relpath costs ~30 µs a file
-            if _is_dir(entry):
+            if boundary is not None and entry.is_symlink() and \
+                    not _inside(os.path.realpath(entry.path), boundary):
+                skipped.append(Skipped(rel, f"a link out of the dataset root {boundary} "
+                                            f"(to {os.path.realpath(entry.path)}); not followed"))
+            elif _is_dir(entry):
                 subfolders.append(Path(entry.path))
             elif os.path.splitext(entry.name)[1].lower() not in IMAGE_EXTENSIONS:
                 ignored += 1
@@ -104,6 +112,10 @@ def _scan(directory: Path, root: Path, skipped: list[Skipped]) -> list[os.DirEnt
         skipped.append(Skipped(os.path.relpath(directory, root) + os.sep,
                                f"cannot list folder: {error.strerror or error}"))
         return []
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _is_dir(entry: os.DirEntry) -> bool:

@@ -17,7 +17,7 @@ from reliability_helpers import (
 )
 
 import normstats
-import normstats.sources.decoding.decode as decode_module
+import normstats.sources.decoding.file_read as file_read_module
 from normstats import NormstatsError
 from normstats.sources.folder import FolderSource
 from normstats_cli import main
@@ -39,7 +39,7 @@ def test_permission_denied_is_skipped_with_its_reason(png_folder, monkeypatch):
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(decode_module.os, "open", guarded_open)
+    monkeypatch.setattr(file_read_module.os, "open", guarded_open)
     stats = compute_sync(root)
     assert reasons(stats) == {"locked.png": "permission denied"}
     assert_matches_oracle(stats, images, 255)
