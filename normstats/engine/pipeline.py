@@ -16,6 +16,8 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -247,6 +249,14 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
 _PR_SET_PDEATHSIG = 1
 
 
+def _exit_when_orphaned(parent: int, period: float = 1.0) -> None:
+    """Poll the parent's pid: when the parent dies its orphans are re-parented, so a
+    changed ``getppid()`` means the run is gone and this worker exits at once."""
+    while os.getppid() == parent:
+        time.sleep(period)
+    os._exit(1)
+
+
 def _worker_start(parent: int) -> None:
     """Tie a pool worker's life to its parent's, and set its process-wide decoding state.
 
@@ -263,8 +273,11 @@ def _worker_start(parent: int) -> None:
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os._exit(1)
+    else:  # no such call (macOS, BSDs): a thread notices the new parent within a second
+        threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True,
+                         name="normstats-orphan-watch").start()
+    if os.getppid() != parent:
+        os._exit(1)
     from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = None
