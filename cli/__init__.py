@@ -15,7 +15,13 @@ import click
 
 from normstats_cli.cache import cache_group, cache_setting, compute_cache_options, record_extras
 from normstats_cli.compare import compare_command, condition_command
-from normstats_cli.compute_options import extra_options, pop_extras, render_export, run_extras
+from normstats_cli.compute_options import (
+    check_output_options,
+    extra_options,
+    pop_extras,
+    render_export,
+    run_extras,
+)
 from normstats_cli.distributed import cluster_options, scheduler_option
 from normstats_cli.errors import user_errors
 from normstats_cli.manifests import compute_manifest_from_cli, manifests_command, verify_command
@@ -104,7 +110,11 @@ def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
 
     names = tuple(c.strip() for c in channels.split(",")) if channels else None
     more = pop_extras(options)  # --to/--bgr/--sample/--seed/--precision/--percentiles
+    check_output_options(more, as_json)
     collector = None
+    if manifest and path is not None:
+        raise click.UsageError(f"--manifest computes the manifest's own files under --root; "
+                               f"remove the extra PATH {path}")
     if manifest and more.handles_computation:
         raise click.UsageError("--sample, --precision and --percentiles take PATH, not --manifest")
     if verify_cache is not None and (manifest or more.handles_computation or no_cache):

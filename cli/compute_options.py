@@ -17,7 +17,8 @@ import click
 
 from normstats.maths.exporters import FORMATS
 
-__all__ = ["Extras", "extra_options", "pop_extras", "run_extras", "render_export"]
+__all__ = ["Extras", "extra_options", "pop_extras", "run_extras", "render_export",
+           "check_output_options"]
 
 _RUN_KEYS = ("workers", "scheduler", "task_size", "progress")
 _OPEN_KEYS = ("mode", "layout", "max_pixels", "max_file_bytes", "format")
@@ -75,8 +76,21 @@ def pop_extras(options: dict[str, Any]) -> Extras:
                      ("to", "bgr", "sample", "seed", "precision", "percentiles")})
 
 
+def check_output_options(extras: Extras, as_json: bool) -> None:
+    """Refuse output options that contradict each other, before any work."""
+    if extras.to and as_json:
+        raise click.UsageError("--to prints the constants for one framework and --json the "
+                               "whole report: choose one (--to json gives the constants as "
+                               "JSON)")
+
+
 def render_export(stats: Any, extras: Extras, variant: str, note: str = "") -> str:
-    """``stats.to(...)`` with an optional leading note (an estimate says so)."""
+    """``stats.to(...)`` with an optional leading note (an estimate says so).
+
+    The export holds only the constants, so skipped files are reported on stderr: a user
+    pasting them must still learn that some files were left out.
+    """
+    _report_skipped(stats)
     text = stats.to(extras.to, variant=variant, bgr=extras.bgr)
     if not note:
         return text
@@ -85,6 +99,14 @@ def render_export(stats: Any, extras: Extras, variant: str, note: str = "") -> s
         (data["_normstats"] if extras.to == "hf" else data)["note"] = note
         return json.dumps(data, indent=2)
     return f"# {note}\n{text}"
+
+
+def _report_skipped(stats: Any) -> None:
+    from normstats.maths.text_report import render_skipped
+
+    lines = render_skipped(stats)
+    if lines:
+        click.echo("normstats: " + "\n".join(lines), err=True)
 
 
 def run_extras(data: Any, channels: tuple[str, ...] | None, variant: str, as_json: bool,

@@ -22,7 +22,7 @@ from normstats.maths.records import Records
 from normstats.maths.stats import DatasetStats
 
 __all__ = ["Compared", "comparison_rows", "render_comparison", "comparison_json",
-           "between_image_share", "per_image_stds", "EXPLANATION"]
+           "between_image_share", "per_image_stds", "difference_rows", "EXPLANATION"]
 
 EXPLANATION = (
     "Why they differ: the pooled std measures every pixel around the dataset mean, so it "
@@ -92,6 +92,68 @@ def comparison_rows(entries: list[Compared]) -> list[dict[str, Any]]:
     return rows
 
 
+def difference_rows(entries: list[Compared]) -> list[dict[str, Any]]:
+    """Each later dataset B against the first, A, per channel: A − B and A / B of the mean
+    and pooled std, and what B looks like normalized with A's constants (its mean
+    ``(mean_B − mean_A) / std_A`` and std ``std_B / std_A``, 0 and 1 when they agree).
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> a = normstats.compute(np.array([0, 255], np.uint8).reshape(2, 1, 1, 1))
+    >>> b = normstats.compute(np.array([0, 51], np.uint8).reshape(2, 1, 1, 1))
+    >>> row = difference_rows([Compared("a", a), Compared("b", b)])[0]
+    >>> row["mean_diff"], row["std_ratio"], row["b_mean_under_a"], row["b_std_under_a"]
+    (0.4, 5.0, -0.8, 0.2)
+    """
+    if len(entries) < 2 or entries[0].stats.channels is None:
+        return []
+    a = entries[0].stats
+    rows = []
+    for entry in entries[1:]:
+        b = entry.stats
+        for c, channel in enumerate(a.channels[:len(b.channels)]):
+            scale = a.std[c] if a.std[c] > 0 else None
+            rows.append({
+                "a": entries[0].name, "b": entry.name, "channel": channel,
+                "mean_diff": a.mean[c] - b.mean[c], "std_diff": a.std[c] - b.std[c],
+                "mean_ratio": a.mean[c] / b.mean[c] if b.mean[c] else None,
+                "std_ratio": a.std[c] / b.std[c] if b.std[c] else None,
+                "b_mean_under_a": (b.mean[c] - a.mean[c]) / scale if scale else None,
+                "b_std_under_a": b.std[c] / scale if scale else None})
+    return rows
+
+
+def _render_differences(entries: list[Compared]) -> list[str]:
+    rows = difference_rows(entries)
+    if not rows:
+        return []
+    a = entries[0].name
+    titles = ("mean A−B", "mean A/B", "std A−B", "std A/B", "B mean under A", "B std under A")
+    keys = ("mean_diff", "mean_ratio", "std_diff", "std_ratio", "b_mean_under_a",
+            "b_std_under_a")
+    name_w = max(7, *(len(r["b"]) for r in rows))
+    chan_w = max(7, *(len(r["channel"]) for r in rows))
+    widths = [max(8, len(t)) for t in titles]
+    lines = [f"A = {a}; each other dataset is B (pooled std; 'under A': B normalized with "
+             "A's constants, 0 and 1 when they agree):",
+             f"{'B':<{name_w}}  {'channel':<{chan_w}}" +
+             "".join(f"  {t:>{w}}" for t, w in zip(titles, widths))]
+    for r in rows:
+        lines.append(f"{r['b']:<{name_w}}  {r['channel']:<{chan_w}}" +
+                     "".join(f"  {_cell(r[k], w)}" for k, w in zip(keys, widths)))
+    worst = max(rows, key=lambda r: abs(r["b_mean_under_a"] or 0.0))
+    if worst["b_mean_under_a"] is not None:
+        lines.append(
+            f"Using {a}'s constants on {worst['b']} leaves its channel {worst['channel']} "
+            f"at mean {worst['b_mean_under_a']:+.3f} and std {worst['b_std_under_a']:.3f} "
+            "instead of 0 and 1: " + ("close enough to share one set of constants."
+                                     if abs(worst["b_mean_under_a"]) < 0.1 and
+                                     abs(worst["b_std_under_a"] - 1) < 0.1 else
+                                     "compute constants for the data the model will see."))
+    return [""] + lines
+
+
 def _cell(value: float | None, width: int) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-".rjust(width)
@@ -122,11 +184,12 @@ def render_comparison(entries: list[Compared]) -> str:
     lines += [f"{e.name}: {e.stats.images:,} images, {e.stats.dtype}, scale {e.stats.scale:g}, "
               f"mode {e.stats.mode}" + (f", {len(e.stats.skipped)} input(s) skipped"
                                         if e.stats.skipped else "") for e in entries]
-    return "\n".join(lines + ["", EXPLANATION])
+    return "\n".join(lines + _render_differences(entries) + ["", EXPLANATION])
 
 
 def comparison_json(entries: list[Compared]) -> str:
     """The table rows plus each dataset's full statistics, as JSON."""
     return json.dumps({"rows": comparison_rows(entries),
+                       "differences": difference_rows(entries),
                        "datasets": {e.name: e.stats.to_dict() for e in entries},
                        "explanation": EXPLANATION}, indent=2)

@@ -91,6 +91,8 @@ class Estimate:
         Images in the sample and in the dataset.
     seed : int or None
         The seed of the draw, to reproduce it.
+    requested : int or None
+        The sample size asked for, when it was more than the dataset holds.
     """
 
     stats: DatasetStats
@@ -99,6 +101,7 @@ class Estimate:
     population: int
     seed: int | None = None
     level: float = _LEVEL
+    requested: int | None = None
 
     def interval(self, name: str) -> tuple[tuple[float, float], ...]:
         """Per-channel (low, high) interval of statistic ``name``."""
@@ -110,10 +113,24 @@ class Estimate:
         return max(max(h) for h in self.half_width.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"estimate": True, "sampled": self.sampled, "population": self.population,
-                "seed": self.seed, "level": self.level,
-                "half_width": {k: list(v) for k, v in self.half_width.items()},
-                "stats": self.stats.to_dict()}
+        """The statistics' own keys (so `DatasetStats.from_dict` reads it back) and an
+        ``estimate`` entry saying how they were sampled.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from normstats.maths.records import records_from_stack
+        >>> from normstats.maths.stats import DatasetStats
+        >>> stack = np.random.default_rng(0).integers(0, 256, (40, 4, 4, 3), np.uint8)
+        >>> e = estimate_from_records(records_from_stack(stack), 100, seed=1)
+        >>> DatasetStats.from_dict(e.to_dict()) == e.stats, e.to_dict()["estimate"]["seed"]
+        (True, 1)
+        """
+        return {**self.stats.to_dict(),
+                "estimate": {"sampled": self.sampled, "population": self.population,
+                             "seed": self.seed, "level": self.level,
+                             "requested": self.requested,
+                             "half_width": {k: list(v) for k, v in self.half_width.items()}}}
 
 
 def _per_image(records: Records, scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -208,12 +225,17 @@ def estimate_from_records(records: Records, population: int, *, seed: int | None
 def render_estimate(estimate: Estimate) -> list[str]:
     """Report lines: the ESTIMATE banner and one ± line per statistic and channel."""
     s = estimate.stats
-    if estimate.sampled >= estimate.population:
+    if estimate.requested is not None:
+        first = (f"EXACT: --sample {estimate.requested:,} is more than the "
+                 f"{estimate.population:,} images of the dataset, so all of them were used: "
+                 "these are the dataset's own values (half-widths 0).")
+    elif estimate.sampled >= estimate.population:
         first = (f"EXACT: the sample grew to all {estimate.population:,} images, so these are "
                  "the dataset's own values (half-widths 0).")
     else:
         first = (f"ESTIMATE from a uniform random sample of {estimate.sampled:,} of "
-                 f"{estimate.population:,} images (seed {estimate.seed}); not the exact values.")
+                 f"{estimate.population:,} images (seed {estimate.seed}: --seed "
+                 f"{estimate.seed} draws the same images); not the exact values.")
     lines = [first,
              "95% confidence intervals treat each image as one cluster of correlated "
              "pixels (see docs/sampling.md); min and max are those of the sample."]

@@ -109,6 +109,7 @@ def sample_estimate(source: Any, size: int | None = None, *, seed: int | None = 
         Images to sample (default 256 with ``precision``; required without it).
     seed : int, optional
         Seed of the `numpy.random.Generator`; the same seed draws the same images.
+        Without one a seed is drawn and recorded in the estimate (``estimate.seed``).
     precision : float, optional
         Double the sample until every half-width is below this (reported scale).
     scale, channels
@@ -133,6 +134,8 @@ def sample_estimate(source: Any, size: int | None = None, *, seed: int | None = 
     if precision is not None and not precision > 0:
         raise InvalidOptionError(f"precision must be positive, got {precision}")
     population = len(source)
+    if seed is None:  # drawn here and reported, so any run can be repeated exactly
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
     order = np.random.default_rng(seed).permutation(population)
     target = min(int(size or DEFAULT_START), population)
     records, skipped, taken = None, (), 0
@@ -142,7 +145,8 @@ def sample_estimate(source: Any, size: int | None = None, *, seed: int | None = 
         skipped, taken = skipped + new_skipped, target
         estimate = _estimate(records, source, population, skipped, seed, scale, channels)
         if precision is None or estimate.max_half_width < precision or taken == population:
-            return estimate
+            over = size is not None and size > population
+            return dataclasses.replace(estimate, requested=size) if over else estimate
         target = min(2 * taken, population)
 
 

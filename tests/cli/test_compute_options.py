@@ -56,15 +56,16 @@ def test_resize_and_crop_options(png_folder):
 
 def test_sample_says_it_is_an_estimate(array_file):
     out = _run(array_file, "--sample", "50", "--seed", "3")
-    assert out.startswith("ESTIMATE from a uniform random sample of 50 of 400 images (seed 3)")
+    assert out.startswith("ESTIMATE from a uniform random sample of 50 of 400 images (seed 3: "
+                          "--seed 3 draws the same images)")
     assert "±" in out and "clusters" not in out.splitlines()[0]
 
 
 def test_precision_json(array_file):
     data = json.loads(_run(array_file, "--sample", "20", "--precision", "0.01", "--seed", "0",
                            "--json"))
-    assert data["estimate"] is True
-    assert max(max(v) for v in data["half_width"].values()) < 0.01
+    assert data["estimate"]["seed"] == 0
+    assert max(max(v) for v in data["estimate"]["half_width"].values()) < 0.01
 
 
 def test_sampled_export_is_marked(array_file):
