@@ -84,8 +84,10 @@ def _as_dict(result: Any) -> dict[str, Any]:
         "manifest": result.manifest.name, "passed": result.passed,
         "count_problem": result.count_problem, "checksums": list(result.checksums),
         "stats": result.stats.to_dict(),
+        "skipped": [s.to_dict() for s in result.stats.skipped],
         "references": [{
             "label": c.reference.label, "passed": c.passed, "problem": c.problem,
+            "decides": c.reference.decides,
             "numbers": [{"claimed": n.claimed, "channel": n.channel, "published": n.published,
                          "computed": n.computed, "passed": n.passed, "best": n.best,
                          "best_value": n.best_value} for n in c.numbers],

@@ -51,7 +51,7 @@ CLAIMABLE = ("mean", "std", "std_ddof1", "per_image_std", "per_image_std_ddof1",
 _TOP_KEYS = {"name", "dataset", "split", "description", "homepage", "source", "references"}
 _SOURCE_KEYS = {"format", "files", "mode", "images", "channels", "member", "image_ext",
                 "layout", "checksums", "counts"}
-_REFERENCE_KEYS = {"label", "source", "note", "scale", "tolerance", *CLAIMABLE}
+_REFERENCE_KEYS = {"label", "source", "note", "scale", "tolerance", "decides", *CLAIMABLE}
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,9 @@ class Reference:
     scale: float = 1.0
     tolerance: float = 5e-5
     note: str = ""
+    #: False for a reference shown for information only (training-split constants that
+    #: scripts apply to a test split): it never decides the verdict of `verify`.
+    decides: bool = True
 
 
 @dataclass(frozen=True)
@@ -197,8 +200,11 @@ def parse_reference(table: Any, where: str, index: int) -> Reference:
     tolerance = _number(table.get("tolerance", 5e-5), where, f"{context}.tolerance")
     if scale <= 0 or tolerance < 0:
         raise manifest_error(where, f"{context}: scale must be positive and tolerance not negative")
+    decides = table.get("decides", True)
+    if not isinstance(decides, bool):
+        raise manifest_error(where, f"{context}.decides must be true or false, got {decides!r}")
     return Reference(_text(table, "label", where), _text(table, "source", where), values,
-                     scale, tolerance, _text(table, "note", where, required=False))
+                     scale, tolerance, _text(table, "note", where, required=False), decides)
 
 
 def parse_manifest(data: dict[str, Any], where: str) -> Manifest:

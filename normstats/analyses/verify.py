@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from normstats.analyses.manifests import Manifest, Reference
 from normstats.maths.stats import DatasetStats, default_scale
+from normstats.maths.text_report import render_skipped
 
 __all__ = ["NumberCheck", "ReferenceCheck", "Verification", "check_reference", "verify_stats",
            "render_verification", "MATCHABLE"]
@@ -67,7 +68,13 @@ class Verification:
 
     @property
     def passed(self) -> bool:
-        return not self.count_problem and all(c.passed for c in self.checks)
+        """The verdict: checksums (checked before), the image count and every reference
+        that decides; informational references are shown but never fail a copy."""
+        return not self.count_problem and all(c.passed for c in self.deciding)
+
+    @property
+    def deciding(self) -> tuple[ReferenceCheck, ...]:
+        return tuple(c for c in self.checks if c.reference.decides)
 
 
 def _in_reference_units(stats: DatasetStats, reference: Reference) -> float:
@@ -132,23 +139,34 @@ def render_verification(result: Verification) -> str:
     lines = [f"verify {manifest.name} ({manifest.dataset} {manifest.split}): {stats.source}",
              f"  {stats.images:,} images, channels {', '.join(stats.channels)}, {stats.dtype}, "
              f"mode {stats.mode}"]
-    if result.checksums:
-        lines.append(f"  checksums: {len(result.checksums)} file(s) match")
+    matched = [line for line in result.checksums if line.endswith(" ok")]
+    if matched:
+        lines.append(f"  checksums: {len(matched)} file(s) match")
+    lines += [f"  {line}" for line in result.checksums if not line.endswith(" ok")]
     lines.append(f"  images: {result.count_problem}  FAIL" if result.count_problem
                  else "  images: count as expected" if manifest.source.images else "")
+    lines += [f"  {line}" for line in render_skipped(stats)]
     for check in result.checks:
         lines += [""] + _render_check(check)
     verdict = "PASS" if result.passed else "FAIL"
-    failed = sum(not c.passed for c in result.checks)
-    lines += ["", f"{verdict}: {len(result.checks) - failed} of {len(result.checks)} "
-                  "reference(s) pass"]
+    deciding = result.deciding
+    failed = sum(not c.passed for c in deciding)
+    summary = (f"{len(deciding) - failed} of {len(deciding)} reference(s) of this split pass"
+               if deciding else "no published constants of this split to compare; checksums "
+                                "and the image count decide")
+    informational = len(result.checks) - len(deciding)
+    if informational:
+        summary += f"; {informational} informational reference(s) shown, not deciding"
+    lines += ["", f"{verdict}: {summary}"]
     return "\n".join(line for line in lines if line is not None)
 
 
 def _render_check(check: ReferenceCheck) -> list[str]:
     ref = check.reference
-    head = [f"{'PASS' if check.passed else 'FAIL'}  {ref.label}  (scale {ref.scale:g}, "
-            f"tolerance {ref.tolerance:g})", f"      source: {ref.source}"]
+    verdict = ("PASS" if check.passed else "FAIL") if ref.decides else \
+        ("info (matches)" if check.passed else "info (differs)")
+    head = [f"{verdict}  {ref.label}  (scale {ref.scale:g}, tolerance {ref.tolerance:g})",
+            f"      source: {ref.source}"]
     if ref.note:
         head.append(f"      note: {ref.note}")
     if check.problem:

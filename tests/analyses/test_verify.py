@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
 
@@ -99,11 +100,78 @@ def test_cli_exit_status_and_report(tmp_path: Path, dataset) -> None:
     assert "PASS  correct pooled constants" in result.output
     assert "FAIL  per-image sample std pasted as the std" in result.output
     assert "per_image_std_ddof1" in result.output
-    assert "FAIL: 2 of 3 reference(s) pass" in result.output
+    assert "FAIL: 2 of 3 reference(s) of this split pass" in result.output
     text = manifest.read_text().split("[[references]]")
     manifest.write_text(text[0] + "[[references]]" + text[1])
     passing = CliRunner().invoke(main, ["verify", str(manifest), "--root", str(root)])
     assert passing.exit_code == 0 and "PASS: 1 of 1" in passing.output
+
+
+def _write_idx(path: Path, images: np.ndarray) -> None:
+    import gzip
+    import struct
+
+    data = struct.pack(">BBBBIII", 0, 0, 8, 3, *images.shape) + images.tobytes()
+    if path.name.endswith(".gz"):
+        path.write_bytes(gzip.compress(data, mtime=0))
+    else:
+        path.write_bytes(data)
+
+
+def test_a_correct_copy_of_a_test_split_passes_with_its_training_row_informational(
+        tmp_path: Path, monkeypatch) -> None:
+    """The shipped mnist-test manifest, its checksum pointed at a generated file: the
+    training-split constants it shows for information differ and never fail the copy; a
+    damaged file is listed as skipped; the extracted file is accepted in place of the .gz."""
+    import hashlib
+
+    import normstats.analyses.manifests as manifests
+
+    digits = np.random.default_rng(5).integers(0, 256, (10_000, 28, 28), dtype=np.uint8)
+    root = tmp_path / "root"
+    root.mkdir()
+    gz = root / "t10k-images-idx3-ubyte.gz"
+    _write_idx(gz, digits)
+    shipped = manifests.load_manifest("mnist-test")
+    checksum = "md5:" + hashlib.md5(gz.read_bytes()).hexdigest()
+    source = dataclasses.replace(shipped.source, checksums={gz.name: checksum})
+    monkeypatch.setattr(manifests, "load_manifest",
+                        lambda name: dataclasses.replace(shipped, source=source))
+    result = CliRunner().invoke(main, ["verify", "mnist-test", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "info (differs)  PyTorch examples Normalize((0.1307,), (0.3081,))" in result.output
+    assert ("PASS: no published constants of this split to compare; checksums and the image "
+            "count decide; 1 informational reference(s) shown, not deciding") in result.output
+    gz.unlink()
+    _write_idx(root / "t10k-images-idx3-ubyte", digits)  # what gunzip leaves
+    extracted = CliRunner().invoke(main, ["verify", "mnist-test", "--root", str(root)])
+    assert extracted.exit_code == 0, extracted.output
+    assert "its extracted copy t10k-images-idx3-ubyte is read instead" in extracted.output
+    _write_idx(root / "t10k-images-idx3-ubyte", digits[:9_999])
+    short = CliRunner().invoke(main, ["verify", "mnist-test", "--root", str(root)])
+    assert short.exit_code == 1 and "expects 10,000 images; 9,999" in short.output
+
+
+def test_verify_lists_skipped_files(tmp_path: Path, png_folder) -> None:
+    root, _ = png_folder
+    (root / "cat" / "broken.png").write_bytes(b"not a png")
+    manifest = tmp_path / "folder.toml"
+    manifest.write_text(f'''name = "toy-folder"
+dataset = "Toy"
+split = "train"
+description = "a folder"
+[source]
+format = "folder"
+files = ["{root.name}"]
+[[references]]
+label = "anything"
+source = "here"
+mean = [0.5, 0.5, 0.5]
+tolerance = 1.0
+''')
+    result = CliRunner().invoke(main, ["verify", str(manifest), "--root", str(root.parent)])
+    assert "skipped 1 input(s):" in result.output
+    assert "cat/broken.png: not an image" in result.output
 
 
 def test_an_image_count_that_disagrees_fails(tmp_path: Path, dataset) -> None:
