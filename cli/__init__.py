@@ -105,7 +105,6 @@ def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
     import json
 
     import normstats
-    from normstats.analyses.record_reports import RecordCollector
     from normstats.maths.text_report import render_report
 
     names = tuple(c.strip() for c in channels.split(",")) if channels else None
@@ -129,7 +128,11 @@ def compute(path: str | None, as_json: bool, variant: str, channels: str | None,
         click.echo(run_extras(path, names, variant, as_json, more, options))
         return
     else:
-        collector = RecordCollector() if by_folder or outliers else None
+        collector = None
+        if by_folder or outliers:
+            from normstats.analyses.record_reports import RecordCollector
+
+            collector = RecordCollector()
         stats = normstats.compute(path, channels=names, on_result=collector,
                                   cache=cache_setting(cache_dir, no_cache),
                                   verify_cache=verify_cache, **options)

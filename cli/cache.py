@@ -15,7 +15,6 @@ from typing import Any
 
 import click
 
-from normstats.engine.cache_groups import find_groups
 from normstats.maths.text_report import printable
 
 __all__ = ["cache_group", "compute_cache_options", "cache_setting", "record_extras"]
@@ -104,6 +103,8 @@ def list_command(cache_dir: Path | None) -> None:
     from normstats.engine.cache import default_cache_dir
 
     cache_dir = cache_dir or default_cache_dir()
+    from normstats.engine.cache_groups import find_groups
+
     groups = find_groups(cache_dir)
     if not groups:
         click.echo(f"no cached datasets in {printable(str(cache_dir))}")
@@ -122,6 +123,7 @@ def list_command(cache_dir: Path | None) -> None:
 def show_command(path: str, cache_dir: Path | None) -> None:
     """Details of the cache of PATH (a dataset folder or a cache group folder)."""
     from normstats.engine.cache import DatasetCache, default_cache_dir
+    from normstats.engine.cache_groups import find_groups
 
     groups = find_groups(cache_dir or default_cache_dir(), path)
     if not groups:
@@ -155,6 +157,8 @@ def clear_command(path: str | None, cache_dir: Path | None, yes: bool) -> None:
     from normstats.engine.cache import DatasetCache, default_cache_dir
 
     cache_dir = cache_dir or default_cache_dir()
+    from normstats.engine.cache_groups import find_groups
+
     groups = find_groups(cache_dir, path)
     if path is None and groups and not yes:
         click.confirm(f"delete the cache of {len(groups)} dataset(s) in {cache_dir}?",

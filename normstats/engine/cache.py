@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.metadata
 import itertools
 import json
 import os
@@ -27,6 +26,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -86,23 +86,25 @@ def group_identity(root: str, policy: DecodePolicy) -> dict:
 
 
 def decoder_versions() -> dict[str, str]:
-    """The installed version of each decoding package ("absent" for a missing one).
+    """The version of each decoding package ("absent" for a missing one).
 
-    Read from the installed distributions' metadata: importing the decoders only to ask
-    their version would cost a cached run ~0.1 s.
+    Asked of the modules the decoders already imported (reading the installed
+    distributions' metadata instead costs ~65 ms a run).
 
     Examples
     --------
     >>> sorted(decoder_versions())
     ['imagecodecs', 'pillow', 'simplejpeg']
     """
-    versions = {}
-    for name in ("pillow", "simplejpeg", "imagecodecs"):
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = "absent"
-    return versions
+    import PIL
+
+    from normstats.sources.decoding import jpeg_fast, png_fast
+
+    def version(module: Any) -> str:
+        return "absent" if module is None else str(getattr(module, "__version__", "?"))
+
+    return {"pillow": PIL.__version__, "simplejpeg": version(jpeg_fast._simplejpeg),
+            "imagecodecs": version(png_fast._imagecodecs)}
 
 
 def group_name(identity: dict) -> str:

@@ -13,8 +13,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import dask
-
 from normstats.errors import NormstatsError
 
 __all__ = ["is_distributed", "connect", "local_cluster", "wait_for_threads",
@@ -94,6 +92,8 @@ def local_cluster(workers: int, threads_per_worker: int = 1) -> Iterator[Any]:
     """
     if workers < 1 or threads_per_worker < 1:
         raise NormstatsError("a local cluster needs at least one worker and one thread each")
+    import dask
+
     module = _distributed()
     with dask.config.set({f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None}):
         cluster = module.LocalCluster(

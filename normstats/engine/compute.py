@@ -8,8 +8,6 @@ from dataclasses import replace
 from typing import Any
 
 from normstats.engine.cache_run import run_source
-from normstats.engine.dask_images import source_of
-from normstats.engine.dask_reduce import as_image_blocks, is_dask_array, run_graph, summary_graph
 from normstats.engine.vectors_run import compute_vectors
 from normstats.errors import InvalidOptionError
 from normstats.maths.stats import DatasetStats
@@ -111,13 +109,16 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
     """
     if on_error not in ON_ERROR:
         raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
-    if is_dask_array(getattr(data, "data", None)) and hasattr(data, "dims"):
-        data = data.data  # an xarray DataArray backed by Dask
-    if is_dask_array(data) and source_of(data) is not None:
-        data = source_of(data)  # an untouched images() array: read it with the one engine
-    elif is_dask_array(data) and (layout or detect_layout(tuple(data.shape))) != "NC":
-        return compute_dask_array(data, layout=layout, scale=scale, channels=channels,
-                                  workers=workers, scheduler=scheduler)
+    if any(type(x).__module__.startswith("dask") for x in (data, getattr(data, "data", None))):
+        from normstats.engine.dask_reduce import is_dask_array
+
+        if is_dask_array(getattr(data, "data", None)) and hasattr(data, "dims"):
+            data = data.data  # an xarray DataArray backed by Dask
+        if is_dask_array(data) and _images_source(data) is not None:
+            data = _images_source(data)  # an untouched images() array: one engine reads it
+        elif is_dask_array(data) and (layout or detect_layout(tuple(data.shape))) != "NC":
+            return compute_dask_array(data, layout=layout, scale=scale, channels=channels,
+                                      workers=workers, scheduler=scheduler)
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
                          fail_fast=on_error == "fail", channel_names=channels, format=format,
                          image_key=image_key, max_file_bytes=max_file_bytes)
@@ -137,6 +138,12 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
                    cache_checked=outcome.check.checked, cache_changed=outcome.check.changed)
 
 
+def _images_source(x: Any) -> Any:
+    from normstats.engine.dask_images import source_of  # only for Dask arrays
+
+    return source_of(x)
+
+
 def compute_dask_array(x: Any, *, layout: str | None = None, scale: float | None = None,
                        channels: tuple[str, ...] | None = None, workers: int | None = None,
                        scheduler: Any = None) -> DatasetStats:
@@ -149,6 +156,8 @@ def compute_dask_array(x: Any, *, layout: str | None = None, scale: float | None
     >>> compute_dask_array(x, scheduler="sync").images
     6
     """
+    from normstats.engine.dask_reduce import as_image_blocks, run_graph, summary_graph
+
     images, layout = as_image_blocks(x, layout)
     summary = run_graph(summary_graph(images, "array", channels), scheduler, workers)
     return DatasetStats.from_summary(summary, channels=channels, scale=scale, mode=layout,

@@ -24,7 +24,9 @@ import numpy as np
 from dask.delayed import Delayed, delayed
 
 from normstats.engine.cluster import connect, is_distributed
-from normstats.engine.pipeline import default_workers, process_pool
+from normstats.engine.local_graph import local_scheduler
+from normstats.engine.pipeline import default_workers
+from normstats.engine.process_pool import process_pool
 from normstats.errors import InvalidOptionError
 from normstats.maths.image_moments import MAX_INTEGER_BITS
 from normstats.maths.records import (
@@ -262,7 +264,7 @@ def run_graph(graph: Any, scheduler: Any = None, workers: int | None = None) -> 
         if scheduler not in ("sync", "threads", "processes"):
             raise InvalidOptionError(f"unknown scheduler {scheduler!r}; choose sync, threads, "
                                      "processes, or a distributed Client or address")
-        options["scheduler"] = scheduler
+        options["scheduler"] = local_scheduler(scheduler)
     if workers is not None and scheduler in (None, "threads", "processes"):
         options["num_workers"] = int(workers)
     if scheduler == "processes":

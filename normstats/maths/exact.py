@@ -87,7 +87,7 @@ _SIGNIFICAND = (1 << 52) - 1
 def _add_binned(flat: np.ndarray, totals: list[int]) -> None:
     """Add the exact column sums of ``flat`` (rows, columns) into ``totals`` (fixed point)."""
     bits = np.ascontiguousarray(flat).view(np.int64)
-    compiled = fused.exponent_bins()
+    compiled = fused.exponent_bins() if fused.available_for(flat.nbytes) else None
     if compiled is not None:
         low_sums = np.zeros((_EXPONENTS, flat.shape[1]), np.int64)
         high_sums = np.zeros_like(low_sums)

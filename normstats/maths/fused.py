@@ -14,47 +14,145 @@ numba is imported lazily; without it (or for other dtypes) the numpy kernels are
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import logging
+import threading
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
-__all__ = ["uint8_moments", "uint8_moments_into", "outputs", "available", "exponent_bins"]
+__all__ = ["uint8_moments", "uint8_moments_into", "outputs", "available", "exponent_bins",
+           "numpy_only", "available_for", "warm", "LOAD_BYTES"]
+
+#: Inputs smaller than this never load the compiled kernels (numpy's passes over 1 MB take
+#: about a millisecond; loading the kernels ~0.6 s); once loaded they are used for all.
+LOAD_BYTES = 1 << 20
+
+#: Set by `numpy_only` while a handful of images is reduced: importing numba and loading
+#: the compiled kernel from its cache costs ~0.6 s, numpy's passes over a few images
+#: microseconds.
+_NUMPY_ONLY = False
+
+
+@contextlib.contextmanager
+def numpy_only() -> Iterator[None]:
+    """Within the block, use the numpy kernels unless the compiled one is loaded already.
+
+    Examples
+    --------
+    >>> with numpy_only():
+    ...     _ = available()
+    """
+    global _NUMPY_ONLY
+    before, _NUMPY_ONLY = _NUMPY_ONLY, True
+    try:
+        yield
+    finally:
+        _NUMPY_ONLY = before
+
+#: Loading a kernel from numba's cache takes well under this; compiling one (the first run
+#: after an install or an upgrade) takes ~1 s here, longer on slow machines, which the user
+#: is then told about.
+COMPILE_NOTICE_SECONDS = 1.5
+
+
+COMPILE_NOTICE = ("normstats: compiling the statistics kernel for this installation (once, a "
+                  "few seconds; later runs load it from numba's cache)")
+
+
+def _say_compiling() -> None:
+    logging.getLogger("normstats.maths.fused").warning(COMPILE_NOTICE)
+
+
+#: The kernel of each channel count by name in `normstats.maths.fused_kernels` (others:
+#: the lanes kernel). Each is compiled (or loaded from numba's cache) only when a run first
+#: meets its channel count: an RGB folder never pays for the grey and lanes kernels.
+KERNEL_NAMES = {1: "grey_moments", 3: "rgb_moments"}
+LANES_KERNEL = "stack_moments"
+
 
 @functools.cache
-def _kernels() -> dict[int, Callable] | None:
-    """Compiled kernels by channel count (0: any), warmed up; None without numba."""
+def _kernel_module():
+    """`normstats.maths.fused_kernels` (imports numba), or None without numba."""
     try:
-        from normstats.maths.fused_kernels import grey_moments, rgb_moments, stack_moments
+        from normstats.maths import fused_kernels
     except ImportError:
         return None
-    kernels = {0: stack_moments, 1: grey_moments, 3: rgb_moments}
+    return fused_kernels
+
+
+@functools.cache
+def _compiled(name: str) -> Callable | None:
+    """The kernel ``name``, warmed up on a tiny input; None without numba or on any failure."""
+    module = _kernel_module()
+    if module is None:
+        return None
+    notice = threading.Timer(COMPILE_NOTICE_SECONDS, _say_compiling)
+    notice.daemon = True
+    notice.start()
     try:
-        for channels, kernel in kernels.items():
-            kernel(np.zeros((1, 3 * max(channels, 1)), np.uint8), *outputs(1, max(channels, 1)))
+        return _warm(name, getattr(module, name))
+    finally:
+        notice.cancel()
+
+
+def _warm(name: str, kernel: Callable) -> Callable | None:
+    channels = next((c for c, known in KERNEL_NAMES.items() if known == name), 3)
+    try:
+        kernel(np.zeros((1, 3 * channels), np.uint8), *outputs(1, channels))
     except Exception:  # noqa: BLE001 - any numba failure means: use the numpy kernels
         return None
-    return kernels
+    return kernel
+
+
+def _loaded_any() -> bool:
+    return _compiled.cache_info().currsize > 0
+
+
+def warm(channels: int = 3) -> bool:
+    """Compile (or load) the kernel for ``channels`` now; True when it can be used.
+
+    Called before forking workers, so they inherit it instead of each loading it.
+
+    Examples
+    --------
+    >>> warm(3) in (True, False)
+    True
+    """
+    return _compiled(KERNEL_NAMES.get(channels, LANES_KERNEL)) is not None
 
 
 @functools.cache
 def exponent_bins() -> Callable | None:
     """The compiled significand binning of `normstats.maths.exact`, warmed up (None: no numba)."""
-    if _kernels() is None:
+    module = _kernel_module()
+    if module is None:
         return None
-    from normstats.maths.fused_kernels import exponent_bins as kernel
-
     try:
-        kernel(np.zeros((1, 1), np.int64), *(np.zeros((2048, 1), np.int64),) * 2)
+        module.exponent_bins(np.zeros((1, 1), np.int64), *(np.zeros((2048, 1), np.int64),) * 2)
     except Exception:  # noqa: BLE001 - any numba failure means: use numpy's bincount
         return None
-    return kernel
+    return module.exponent_bins
 
 
 def _kernel(channels: int) -> Callable:
-    """The kernel for ``channels``: dedicated ones for grey and RGB, lanes for the rest."""
-    kernels = _kernels()
-    return kernels.get(channels, kernels[0])
+    """The kernel for ``channels``: dedicated ones for grey and RGB, lanes for the rest;
+    the numpy kernel when that one cannot be compiled."""
+    kernel = _compiled(KERNEL_NAMES.get(channels, LANES_KERNEL))
+    return kernel if kernel is not None else _numpy_kernel
+
+
+def _numpy_kernel(flat: np.ndarray, sums: np.ndarray, squares: np.ndarray, lows: np.ndarray,
+                  highs: np.ndarray) -> None:
+    """The kernels' contract in numpy: accumulate (N, H·W·C) uint8 rows into the outputs."""
+    n, channels = sums.shape
+    values = flat.reshape(n, -1, channels)
+    wide = values.astype(np.int64)
+    sums += wide.sum(axis=1)
+    squares += np.einsum("npc,npc->nc", wide, wide)
+    np.minimum(lows, values.min(axis=1, initial=255), out=lows)
+    np.maximum(highs, values.max(axis=1, initial=0), out=highs)
 
 
 def outputs(n: int, channels: int) -> tuple[np.ndarray, ...]:
@@ -64,8 +162,25 @@ def outputs(n: int, channels: int) -> tuple[np.ndarray, ...]:
 
 
 def available() -> bool:
-    """True when numba is installed and the compiled kernel can be used."""
-    return _kernels() is not None
+    """True when numba is installed and the compiled kernel can be used (and, inside
+    `numpy_only`, is loaded already)."""
+    if _NUMPY_ONLY and not _loaded_any():
+        return False
+    return _kernel_module() is not None
+
+
+def available_for(nbytes: int) -> bool:
+    """`available`, but for an input of ``nbytes`` below `LOAD_BYTES` only if the kernels
+    are loaded already.
+
+    Examples
+    --------
+    >>> available_for(10) in (True, False)
+    True
+    """
+    if nbytes < LOAD_BYTES and not _loaded_any():
+        return False
+    return available()
 
 
 def uint8_moments(stack: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -10,10 +10,11 @@ from pathlib import Path
 
 _SCRIPT = """
 import os, threading, time
-from normstats.engine.pipeline import _exit_when_orphaned
+from normstats.engine.process_pool import _exit_when_orphaned
+parent = os.getpid()  # taken before the fork, as the pool passes it to its workers
 child = os.fork()
 if child == 0:
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(), 0.05), daemon=True).start()
+    threading.Thread(target=_exit_when_orphaned, args=(parent, 0.05), daemon=True).start()
     time.sleep(60)  # a worker busy decoding: only the watchdog can end it early
     os._exit(0)
 print(child, flush=True)

@@ -49,3 +49,62 @@ def test_rows_filled_one_image_at_a_time_equal_the_stack(rng):
 def test_strided_input_is_handled():
     stack = np.arange(2 * 4 * 6 * 3, dtype=np.uint8).reshape(2, 4, 6, 3)[:, ::2, ::3]
     assert fused.uint8_moments(stack)[0].tolist() == integer_sums(stack)[0].tolist()
+
+
+def test_a_slow_kernel_load_says_it_is_compiling_once(monkeypatch, caplog):
+    """The first run after an install compiles: one line says so; a load from numba's
+    cache, well under the notice delay, says nothing."""
+    import logging
+    import time
+
+    from normstats.maths import fused as fused_module
+
+    real_warm = fused_module._warm
+    monkeypatch.setattr(fused_module, "COMPILE_NOTICE_SECONDS", 0.05)
+    monkeypatch.setattr(fused_module, "_warm",
+                        lambda name, kernel: time.sleep(0.5) or real_warm(name, kernel))
+    fused_module._compiled.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="normstats.maths.fused"):
+            assert fused_module.warm(3)
+            assert fused_module.warm(3)  # cached: no second load, no line
+        assert [r.getMessage() for r in caplog.records] == [fused_module.COMPILE_NOTICE]
+        caplog.clear()
+        monkeypatch.setattr(fused_module, "_warm", real_warm)
+        monkeypatch.setattr(fused_module, "COMPILE_NOTICE_SECONDS", 5.0)
+        fused_module._compiled.cache_clear()
+        with caplog.at_level(logging.WARNING, logger="normstats.maths.fused"):
+            fused_module.warm(3)
+        assert caplog.records == []
+    finally:
+        fused_module._compiled.cache_clear()
+
+
+def test_only_the_kernel_a_run_needs_is_loaded(monkeypatch):
+    """An RGB run loads the RGB kernel only: the grey and lanes kernels cost nothing."""
+    from normstats.maths import fused as fused_module
+
+    fused_module._compiled.cache_clear()
+    try:
+        fused.uint8_moments(np.zeros((1, 2, 2, 3), np.uint8))
+        assert fused_module._compiled.cache_info().currsize == 1
+        fused.uint8_moments(np.zeros((1, 2, 2, 2), np.uint8))  # lanes
+        assert fused_module._compiled.cache_info().currsize == 2
+    finally:
+        fused_module._compiled.cache_clear()
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7, 3), (2, 1, 1, 1), (1, 9, 11, 2)])
+def test_numpy_fallback_kernel_keeps_the_kernels_contract(shape, rng):
+    """Used when numba cannot compile a kernel: same accumulate-into-outputs contract."""
+    from normstats.maths import fused as fused_module
+
+    stack = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    n, c = shape[0], shape[3]
+    out = fused.outputs(n, c)
+    out[0][:] = 7  # accumulates onto what is there
+    fused_module._numpy_kernel(stack.reshape(n, -1), *out)
+    sums, squares = integer_sums(stack)
+    low, high = extrema(stack)
+    assert out[0].tolist() == (sums + 7).tolist() and out[1].tolist() == squares.tolist()
+    assert out[2].tolist() == low.tolist() and out[3].tolist() == high.tolist()

@@ -1,0 +1,88 @@
+"""The local process pool: forked workers that start fast and die with their run.
+
+Workers are forked (on Linux) after the folder walk, so they inherit the listing and the
+loaded compiled kernel instead of importing and compiling again; each is tied to its
+parent's life (`_worker_start`) so a killed run leaves no orphan decoding on, and none
+holding the record cache's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+
+from normstats.maths import fused
+
+__all__ = ["process_pool"]
+
+
+@contextlib.contextmanager
+def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A pool of forked workers: no re-import per worker, so small runs start fast.
+
+    Each worker dies with this process (`_worker_start`): a SIGKILLed run leaves no
+    orphan decoding on, and none holding the record cache's lock.
+    """
+    fused.warm(3)  # load the RGB kernel (the default mode's) once here: forked workers inherit it
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    # Frozen objects are skipped by the workers' garbage collector, so the parent's file
+    # list is not copied page by page into every worker. Unfreezing afterwards thaws every
+    # frozen object, so when the caller has frozen objects of its own, none are frozen here.
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        with ProcessPoolExecutor(max(1, workers), mp_context=multiprocessing.get_context(method),
+                                 initializer=_worker_start, initargs=(os.getpid(),)) as pool:
+            yield pool
+    finally:
+        if freeze:
+            gc.unfreeze()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _exit_when_orphaned(parent: int, period: float = 1.0) -> None:
+    """Poll the parent's pid: when the parent dies its orphans are re-parented, so a
+    changed ``getppid()`` means the run is gone and this worker exits at once."""
+    while os.getppid() == parent:
+        time.sleep(period)
+    os._exit(1)
+
+
+def _worker_start(parent: int) -> None:
+    """Tie a pool worker's life to its parent's, and set its process-wide decoding state.
+
+    ``PR_SET_PDEATHSIG`` has the kernel SIGKILL the worker when the parent dies, even by
+    SIGKILL (strictly, when the forking thread ends: the pool forks from the thread that
+    runs the graph, which outlives the pool); if the parent died before the call, the
+    worker already has a new parent and exits at once. The worker is a process of ours,
+    so Pillow's own limit is lifted (the policy's is enforced from each header,
+    `normstats.sources.decoding.decode`) and Pillow's UserWarnings about damaged files,
+    which the skip reasons already word, are silenced.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    else:  # no such call (macOS, BSDs): a thread notices the new parent within a second
+        threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True,
+                         name="normstats-orphan-watch").start()
+    if os.getppid() != parent:
+        os._exit(1)
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = None
+    warnings.simplefilter("ignore", UserWarning)
+    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
