@@ -74,7 +74,12 @@ def record_extras(stats: Any, collector: Any, by_folder: bool,
                   outliers: bool) -> tuple[dict[str, Any], list[str]]:
     """By-folder and outlier reports from the collected records: JSON fields and lines."""
     from normstats.analyses.record_reports import by_folder as folders_of
-    from normstats.analyses.record_reports import find_outliers, render_by_folder, render_outliers
+    from normstats.analyses.record_reports import (
+        find_outliers,
+        grayscale_check_off,
+        render_by_folder,
+        render_outliers,
+    )
 
     records = collector.records() if collector is not None else None
     data: dict[str, Any] = {}
@@ -86,8 +91,11 @@ def record_extras(stats: Any, collector: Any, by_folder: bool,
         lines += [""] + render_by_folder(per_folder)
     if records is not None and outliers:
         found = find_outliers(records, scale=stats.scale)
+        note = grayscale_check_off(records)
         data["outliers"] = [o.to_dict() for o in found]
-        lines += [""] + render_outliers(found)
+        if note:
+            data["outliers_note"] = note
+        lines += [""] + render_outliers(found, note=note)
     return data, lines
 
 
@@ -99,22 +107,50 @@ def cache_group() -> None:
 @cache_group.command("list")
 @_cache_option
 def list_command(cache_dir: Path | None) -> None:
-    """Cached datasets: last update, images, size on disk, mode and root."""
+    """Cached datasets: last update, images, size on disk, decode policy and root."""
     from normstats.engine.cache import default_cache_dir
 
     cache_dir = cache_dir or default_cache_dir()
     from normstats.engine.cache_groups import find_groups
 
-    groups = find_groups(cache_dir)
+    found = find_groups(cache_dir)
+    # a run that produced nothing (an empty folder, a folder of unreadable files only)
+    # leaves an entry with no records: not a cached dataset
+    groups = [g for g in found if g.images or g.failures]
+    empty = len(found) - len(groups)
     if not groups:
         click.echo(f"no cached datasets in {printable(str(cache_dir))}")
         return
-    click.echo(f"{'updated':<16}  {'images':>10}  {'size':>9}  {'mode':<5}  root")
+    click.echo(f"{'updated':<16}  {'images':>10}  {'size':>9}  {'policy':<28}  root")
     for g in groups:
         click.echo(f"{_when(g.updated):<16}  {g.images:>10,}  {_size(g.size):>9}  "
-                   f"{g.mode:<5}  {printable(g.root)}")
+                   f"{_policy(g.identity):<28}  {printable(g.root)}")
     click.echo(f"{len(groups)} dataset(s), {_size(sum(g.size for g in groups))} in "
-               f"{printable(str(cache_dir))}")
+               f"{printable(str(cache_dir))}" + (f"; {empty} empty entr"
+                                                 f"{'y' if empty == 1 else 'ies'} not shown "
+                                                 "(normstats cache clear removes them)"
+                                                 if empty else ""))
+
+
+def _policy(identity: dict) -> str:
+    """The decode policy of a group as a reader knows it: ``RGB, Resize(256), CenterCrop(224)``.
+
+    Examples
+    --------
+    >>> _policy({"policy": {"mode": "RGB", "resize": 256, "center_crop": 224}})
+    'RGB, Resize(256), CenterCrop(224)'
+    """
+    from normstats.sources.decoding.policy import DEFAULT_MAX_PIXELS
+
+    policy = identity.get("policy") or {}
+    steps = [str(policy.get("mode", "?"))]
+    if policy.get("resize"):
+        steps.append(f"Resize({policy['resize']})")
+    if policy.get("center_crop"):
+        steps.append(f"CenterCrop({policy['center_crop']})")
+    if policy.get("max_pixels") not in (None, DEFAULT_MAX_PIXELS):
+        steps.append(f"max {policy['max_pixels']:,} pixels")
+    return ", ".join(steps)
 
 
 @cache_group.command("show")
@@ -160,6 +196,8 @@ def clear_command(path: str | None, cache_dir: Path | None, yes: bool) -> None:
     from normstats.engine.cache_groups import find_groups
 
     groups = find_groups(cache_dir, path)
+    if path is not None and not groups:  # as `cache show`: a script learns of the typo
+        raise click.ClickException(f"{printable(path)}: nothing cached for it")
     if path is None and groups and not yes:
         click.confirm(f"delete the cache of {len(groups)} dataset(s) in {cache_dir}?",
                       abort=True)

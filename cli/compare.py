@@ -12,13 +12,16 @@ from typing import Any
 import click
 
 from normstats_cli.errors import user_errors
+from normstats_cli.written_files import check_new_file, overwrite_option, write_with
 
 __all__ = ["compare_command", "condition_command", "load_compared"]
 
 
 def _resolve(spec: str, root: str | None) -> tuple[Any, tuple[str, ...] | None, str]:
     """What to compute for a dataset argument: a path, or a manifest's source under root."""
-    if os.path.exists(spec):
+    from normstats.sources.path_patterns import is_pattern
+
+    if os.path.exists(spec) or is_pattern(spec):  # a glob or brace range: the paths it names
         return spec, None, spec
     from normstats.analyses.manifests import load_manifest, open_manifest_source, verify_checksums
     from normstats.errors import NormstatsError
@@ -66,38 +69,43 @@ def load_compared(spec: str, *, root: str | None = None, plot: bool = False,
 @click.argument("datasets", nargs=-1, required=True)
 @click.option("--root", default=None, type=click.Path(exists=True, file_okay=False),
               help="Folder holding the files of datasets given as manifest names.")
-@click.option("--mode", type=click.Choice(("RGB", "L", "RGBA", "keep")), default="RGB",
+@click.option("--mode", type=click.Choice(("RGB", "L", "RGBA", "keep"), case_sensitive=False),
+              default="RGB",
               show_default=True, help="Decode policy for image files.")
 @click.option("--scale", type=float, default=None, help="Divide reported values by this.")
-@click.option("--resize", type=int, default=None, help="torchvision Resize(N) first.")
-@click.option("--center-crop", "center_crop", type=int, default=None,
+@click.option("--resize", type=click.IntRange(min=1), default=None,
+              help="torchvision Resize(N) first.")
+@click.option("--center-crop", "center_crop", type=click.IntRange(min=1), default=None,
               help="torchvision CenterCrop(N) after --resize.")
-@click.option("--workers", type=int, default=None, help="Parallel workers.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel workers.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Draw per-image std distributions and pixel histograms to FILE.png "
                    "(needs normstats[plot]).")
+@overwrite_option
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
 def compare_command(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
-                    as_json: bool, **options: Any) -> None:
+                    overwrite: bool, as_json: bool, **options: Any) -> None:
     """Compare DATASETS (folders, arrays or manifest names): mean, pooled and per-image std."""
-    user_errors(_compare)(datasets, root, plot_path, as_json, options)
+    user_errors(_compare)(datasets, root, plot_path, overwrite, as_json, options)
 
 
 def _compare(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
-             as_json: bool, options: dict[str, Any]) -> None:
+             overwrite: bool, as_json: bool, options: dict[str, Any]) -> None:
     from normstats.analyses.compare import comparison_json, render_comparison
 
     if plot_path:
         from normstats.analyses.plots import require_matplotlib
 
-        require_matplotlib()  # fail before computing anything
+        check_new_file(plot_path, overwrite)  # fail before computing anything
+        require_matplotlib()
     entries = [load_compared(spec, root=root, plot=bool(plot_path), **options)
                for spec in datasets]
     click.echo(comparison_json(entries) if as_json else render_comparison(entries))
     if plot_path:
         from normstats.analyses.plots import plot_comparison
 
-        click.echo(f"plot written to {plot_comparison(entries, plot_path)}", err=True)
+        written = write_with(lambda path: plot_comparison(entries, path), plot_path)
+        click.echo(f"plot written to {written}", err=True)
 
 
 @click.command("condition")

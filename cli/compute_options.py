@@ -21,7 +21,7 @@ __all__ = ["Extras", "extra_options", "pop_extras", "run_extras", "render_export
            "check_output_options"]
 
 _RUN_KEYS = ("workers", "scheduler", "task_size", "progress")
-_OPEN_KEYS = ("mode", "layout", "max_pixels", "max_file_bytes", "format")
+_OPEN_KEYS = ("mode", "layout", "max_pixels", "max_file_bytes", "format", "image_key")
 
 
 @dataclass(frozen=True)
@@ -48,19 +48,20 @@ class Extras:
 def extra_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add --to/--bgr, --resize/--center-crop, --sample/--seed/--precision, --percentiles."""
     options = [
-        click.option("--to", "--export", "to", type=click.Choice(FORMATS), default=None,
+        click.option("--to", "--export", "to", type=click.Choice(FORMATS, case_sensitive=False),
+                     default=None,
                      help="Print the constants in a framework's convention instead of the "
                           "report (the --variant std; see docs/exporters.md)."),
         click.option("--bgr", is_flag=True, help="Reverse the channel order in the export."),
-        click.option("--resize", type=int, default=None,
+        click.option("--resize", type=click.IntRange(min=1), default=None,
                      help="Statistics after torchvision Resize(N): shorter side to N."),
-        click.option("--center-crop", "center_crop", type=int, default=None,
+        click.option("--center-crop", "center_crop", type=click.IntRange(min=1), default=None,
                      help="Statistics after torchvision CenterCrop(N) (after --resize)."),
-        click.option("--sample", type=int, default=None,
-                     help="Estimate from N random images, with 95%% confidence intervals."),
+        click.option("--sample", type=click.IntRange(min=1), default=None,
+                     help="Estimate from N random images, with 95% confidence intervals."),
         click.option("--seed", type=int, default=None, help="Seed of the --sample draw."),
         click.option("--precision", type=float, default=None,
-                     help="Double the sample until every 95%% half-width is below this."),
+                     help="Double the sample until every 95% half-width is below this."),
         click.option("--percentiles", is_flag=True,
                      help="Also the exact 0.5th/99.5th percentiles (integer images; one "
                           "decode, no record cache)."),

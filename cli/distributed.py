@@ -27,8 +27,10 @@ LOCAL_SCHEDULERS = ("sync", "threads", "processes")
 def _parse_scheduler(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     from normstats.engine.cluster import is_distributed
 
-    if value is None or value in LOCAL_SCHEDULERS:
+    if value is None:
         return value
+    if value.lower() in LOCAL_SCHEDULERS:
+        return value.lower()
     if value.endswith(".json") and not os.path.exists(value):
         raise click.BadParameter(f"scheduler file {value} does not exist")
     if is_distributed(value):
@@ -49,7 +51,7 @@ def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--local-cluster", is_flag=True,
                   help="Start a dask.distributed cluster of --workers processes on this "
                        "machine for the run (default: the faster local scheduler).")
-    @click.option("--threads-per-worker", type=int, default=None,
+    @click.option("--threads-per-worker", type=click.IntRange(min=1), default=None,
                   help="Threads per worker process of --local-cluster (default 1).")
     @functools.wraps(command)
     def wrapper(*args: Any, local_cluster: bool, threads_per_worker: int | None,

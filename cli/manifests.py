@@ -54,8 +54,9 @@ def compute_manifest_from_cli(name: str, root: str | None, **options: Any) -> An
 @click.option("--root", required=True, type=click.Path(exists=True, file_okay=False,
                                                          path_type=str),
               help="Folder holding the manifest's files.")
-@click.option("--workers", type=int, default=None, help="Parallel workers.")
-@click.option("--scheduler", type=click.Choice(("sync", "threads", "processes")),
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel workers.")
+@click.option("--scheduler",
+              type=click.Choice(("sync", "threads", "processes"), case_sensitive=False),
               default=None, help="Local Dask scheduler.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
 @user_errors

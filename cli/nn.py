@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import click
 
+from normstats_cli.errors import user_errors
+from normstats_cli.written_files import check_new_file, overwrite_option, write_with
+
 __all__ = ["init_check_command"]
 
 
@@ -47,24 +50,25 @@ __all__ = ["init_check_command"]
     default=None,
     help="Also draw the variances into this PNG (needs normstats[plot]).",
 )
+@overwrite_option
+@user_errors
 def init_check_command(
-    depth: int, width: int, batch: int, seed: int, plot_path: str | None
+    depth: int, width: int, batch: int, seed: int, plot_path: str | None, overwrite: bool
 ) -> None:
     """Per-layer activation and gradient variance of a deep ReLU net under Xavier,
     Kaiming and Xavier + BatchNorm initialization (white-noise input).
 
     Xavier's forward variance halves at every ReLU layer; Kaiming's stays near 1.
     """
-    from normstats.errors import NormstatsError
     from normstats.nn.init_check import format_table, plot_variances, run_init_check
 
+    if plot_path is not None:
+        from normstats.analyses.plots import require_matplotlib
+
+        check_new_file(plot_path, overwrite)  # before the run, not after it
+        require_matplotlib()
     result = run_init_check(depth=depth, width=width, batch=batch, seed=seed)
     click.echo(format_table(result))
     if plot_path is not None:
-        try:
-            plot_variances(result, plot_path)
-        except ImportError as exc:
-            raise NormstatsError(str(exc)) from exc
-        except OSError as exc:
-            raise NormstatsError(f"cannot write the plot: {exc.strerror}", path=plot_path) from exc
+        write_with(lambda path: plot_variances(result, path), plot_path)
         click.echo(f"plot written to {plot_path}")

@@ -194,7 +194,7 @@ def compute_manifest(manifest: Manifest, root: str, **options: Any) -> Any:
     source = open_manifest_source(manifest, root, max_pixels=options.pop("max_pixels", None),
                                   fail_fast=options.get("on_error") == "fail",
                                   max_file_bytes=options.pop("max_file_bytes", None))
-    for ignored in ("mode", "layout", "format"):
+    for ignored in ("mode", "layout", "format", "image_key"):
         options.pop(ignored, None)
     if options.get("channels") is None:
         options["channels"] = manifest.source.channels

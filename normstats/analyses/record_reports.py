@@ -22,7 +22,8 @@ from normstats.maths.stats import DatasetStats, default_scale
 from normstats.maths.summary import summarize
 from normstats.maths.text_report import printable
 
-__all__ = ["folder_of", "by_folder", "Outlier", "find_outliers", "OUTLIER_Z", "RecordCollector",
+__all__ = ["folder_of", "by_folder", "Outlier", "find_outliers", "grayscale_check_off",
+           "OUTLIER_Z", "RecordCollector",
            "render_by_folder", "render_outliers"]
 
 #: Robust z-score beyond which a per-image mean or std is reported.
@@ -155,17 +156,43 @@ def _robust_z(values: np.ndarray) -> np.ndarray:
 
 def _grayscale(records: Records) -> np.ndarray:
     """Rows whose R, G and B channels have equal moments and extremes."""
-    names = records.channel_names
-    if names[:3] != ("R", "G", "B"):
+    if grayscale_check_off(records) is not None:
         return np.zeros(len(records), dtype=bool)
+    return _equal_rgb(records)
+
+
+def _equal_rgb(records: Records) -> np.ndarray:
     columns = [records.minimum, records.maximum] + (
         [records.sums, records.sums_sq] if isinstance(records, IntegerRecords)
         else [records.means, records.m2s])
     gray = np.ones(len(records), dtype=bool)
     for values in columns:
         gray &= (values[:, 0] == values[:, 1]) & (values[:, 1] == values[:, 2])
-    # A dataset of grayscale photos decoded as RGB is not full of outliers.
-    return gray if gray.sum() * 2 < len(records) else np.zeros_like(gray)
+    return gray
+
+
+def grayscale_check_off(records: Records) -> str | None:
+    """Why `find_outliers` does not flag grayscale images here, or None when it does.
+
+    The check needs R, G, B channels, and it is off when half the images or more are
+    grayscale: a dataset of grayscale photos decoded as RGB is not full of outliers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from normstats.maths.records import records_from_stack
+    >>> grey = records_from_stack(np.zeros((3, 2, 2, 1), np.uint8), channel_names=("L",))
+    >>> grayscale_check_off(grey)
+    'grayscale check off: the channels are L, not R, G, B'
+    """
+    names = records.channel_names
+    if names[:3] != ("R", "G", "B"):
+        return f"grayscale check off: the channels are {', '.join(names)}, not R, G, B"
+    gray = int(_equal_rgb(records).sum())
+    if gray * 2 >= len(records):
+        return (f"grayscale check off: {gray:,} of {len(records):,} images are grayscale "
+                "stored as RGB, so grayscale is the norm here")
+    return None
 
 
 def _name(records: Records, row: int) -> str:
@@ -204,10 +231,14 @@ def render_by_folder(stats: dict[str, DatasetStats]) -> list[str]:
     return lines
 
 
-def render_outliers(outliers: list[Outlier], limit: int = 20) -> list[str]:
-    """The most unusual images first, then a count of the rest."""
+def render_outliers(outliers: list[Outlier], limit: int = 20,
+                    note: str | None = None) -> list[str]:
+    """The most unusual images first, then a count of the rest; ``note`` (from
+    `grayscale_check_off`) says when the grayscale check did not run."""
     lines = [f"outliers: {len(outliers)} image(s) (|robust z| > {OUTLIER_Z:g} on mean or "
              "std, blank, or grayscale among colour)"]
+    if note:
+        lines.append(f"  ({note})")
     for o in outliers[:limit]:
         lines.append(f"  {printable(o.path)}: {'; '.join(o.reasons)}")
     if len(outliers) > limit:

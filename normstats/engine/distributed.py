@@ -119,7 +119,9 @@ def run_on_cluster(source: Any, scheduler: Any, *, task_size: int | None = None,
     started = time.perf_counter()
     with connect(scheduler) as client:
         times.threads = wait_for_threads(client)
-        warn_about_malloc_trim(client)
+        if getattr(source, "scheduler", "processes") == "processes" and len(source):
+            # only decoding is slowed by it: arrays and empty inputs say nothing
+            warn_about_malloc_trim(client)
         times.connect = time.perf_counter() - started
         tasks = source.tasks(task_size, times.threads)
         return run_distributed(client, tasks, None if bar is None else bar.on_result, bar,

@@ -126,7 +126,7 @@ def compute_with_histogram(data: Any, **options: Any) -> tuple[DatasetStats, His
     from normstats.sources.decoding.transforms import transformed_source
 
     opening = {k: options.pop(k) for k in ("mode", "layout", "max_pixels", "max_file_bytes",
-                                           "format") if k in options}
+                                           "format", "image_key") if k in options}
     fail_fast = options.get("on_error") == "fail"
     source = open_source(data, fail_fast=fail_fast, channel_names=options.get("channels"),
                          **opening)

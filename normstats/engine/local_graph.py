@@ -87,6 +87,10 @@ class _Delivered(Callback):
 def _rerun_on_local_cluster(tasks: Sequence[Task], workers: int, bar: ProgressBar) -> Summary:
     """Run the unfinished ``tasks`` on a throw-away local cluster after a local worker died."""
     try:
+        # distributed first: its config defaults must exist before dask.config.set below,
+        # whose exit would otherwise delete the whole "distributed" section it added
+        import distributed  # noqa: F401
+
         from normstats.engine.cluster import local_cluster
         from normstats.engine.distributed import run_distributed
     except ImportError:

@@ -99,6 +99,9 @@ def open_array(path: str) -> Any:
         Naming the file when it is not a readable array.
     """
     if os.path.isdir(path):
+        if not any(os.path.exists(os.path.join(path, m)) for m in ("zarr.json", ".zarray")):
+            raise NormstatsError("a folder without zarr array metadata (zarr.json or .zarray): "
+                                 "not an array; give a .npy file or a zarr array", path=path)
         import zarr
 
         try:

@@ -13,6 +13,8 @@ format             recognised by
 ``cifar100-bin``   ``train.bin``/``test.bin``, or size a multiple of 3074
 ``stl10-bin``      ``*_X.bin``
 ``cifar-python``   a pickle (protocol 2+) -- read by the restricted unpickler only
+``parquet``        ``PAR1`` magic or ``.parquet``/``.pq``: an image column (pyarrow extra)
+``image``          one image file (an image extension): a one-image dataset
 =================  =====================================================================
 """
 
@@ -29,14 +31,16 @@ from normstats.sources.cifar import (
     open_cifar_python,
     open_records,
 )
-from normstats.sources.decoding.policy import policy_of
+from normstats.sources.decoding.policy import IMAGE_EXTENSIONS, policy_of
 from normstats.sources.idx import looks_like_idx, open_idx
+from normstats.sources.image_files import ImageFilesSource
 from normstats.sources.npz import open_npz, split_member
+from normstats.sources.parquet import PARQUET_EXTENSIONS, ParquetSource
 from normstats.sources.tar import TarSource, read_shard_index
 
 __all__ = ["FORMATS", "FILE_FORMATS", "detect_format", "open_format"]
 
-FILE_FORMATS = ("idx", *RECORD_FORMATS, "cifar-python", "tar", "npz")
+FILE_FORMATS = ("idx", *RECORD_FORMATS, "cifar-python", "tar", "npz", "parquet", "image")
 FORMATS = ("folder", "zarr", "npy", *FILE_FORMATS)
 
 
@@ -76,6 +80,8 @@ def detect_format(path: str) -> str:
         return "npy"
     if head.startswith(b"PK\x03\x04") and name.endswith(".npz"):
         return "npz"
+    if head.startswith(b"PAR1") or name.endswith(PARQUET_EXTENSIONS):
+        return "parquet"
     if looks_like_idx(head) or head[257:262] == b"ustar":
         return "idx" if looks_like_idx(head) else "tar"
     if head.startswith(b"\x1f\x8b"):
@@ -91,6 +97,8 @@ def detect_format(path: str) -> str:
         return kind
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         return "cifar-python"
+    if os.path.splitext(name)[1] in IMAGE_EXTENSIONS:
+        return "image"
     raise NormstatsError(f"cannot tell the dataset format; pass --format (one of "
                          f"{', '.join(FORMATS)})", path=path)
 
@@ -102,7 +110,7 @@ def open_format(path: str, fmt: str, *, mode: str = "RGB", layout: str | None = 
     """Open ``path`` as a source of format ``fmt`` (one of `FILE_FORMATS`).
 
     ``extra`` passes format options from manifests: ``member`` (npz), ``counts`` and
-    ``image_ext`` (tar).
+    ``image_ext`` (tar), ``column`` (parquet).
     """
     if fmt not in FILE_FORMATS:
         raise InvalidOptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -115,6 +123,10 @@ def open_format(path: str, fmt: str, *, mode: str = "RGB", layout: str | None = 
     if fmt == "npz":
         return open_npz(path, extra.get("member"), layout, channel_names)
     policy = policy_of(mode, max_pixels, max_file_bytes)
+    if fmt == "image":
+        return ImageFilesSource([path], policy, fail_fast)
+    if fmt == "parquet":
+        return ParquetSource([path], policy, fail_fast, extra.get("column"))
     paths, counts = [path], dict(extra.get("counts") or {})
     if path.lower().endswith(".json"):
         counts.update(read_shard_index(path))

@@ -13,18 +13,23 @@ from typing import Any
 
 import numpy as np
 
-from normstats.errors import NormstatsError
+from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Source
+from normstats.sources.concat import ConcatSource
 from normstats.sources.decoding.file_read import not_a_dataset_path
 from normstats.sources.decoding.policy import policy_of
-from normstats.sources.detect import detect_format, open_format
+from normstats.sources.detect import FORMATS, detect_format, open_format
 from normstats.sources.folder import FolderSource
+from normstats.sources.image_files import ImageFilesSource, is_image_file
 from normstats.sources.image_folder import ImageFolderFiles, plain_image_folder
 from normstats.sources.iterable import IterableSource, is_data_loader
 from normstats.sources.mapped import MappedSource, is_map_style
 from normstats.sources.npz import split_member
+from normstats.sources.parquet import PARQUET_EXTENSIONS, ParquetSource
+from normstats.sources.path_patterns import expand_paths, is_pattern
 from normstats.sources.remote import RemoteFolderSource, is_url, local_path
+from normstats.sources.tar import TarSource
 
 __all__ = ["open_source"]
 
@@ -58,21 +63,16 @@ def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
         if is_url(data):  # fsspec: memory://, s3://, gcs://, ...
             policy = policy_of(mode, max_pixels, max_file_bytes)
             return RemoteFolderSource(data, policy, fail_fast=fail_fast)
+    options = dict(mode=mode, layout=layout, max_pixels=max_pixels, fail_fast=fail_fast,
+                   channel_names=channel_names, format=format, image_key=image_key,
+                   max_file_bytes=max_file_bytes)
+    if _is_path_list(data):
+        return _open_paths(list(data), options)
     if isinstance(data, str | os.PathLike):
         path = os.fspath(data)
-        if not os.path.exists(split_member(path)[0]):
-            raise NormstatsError("no such file or folder", path=path)
-        if (reason := not_a_dataset_path(split_member(path)[0])) is not None:
-            raise NormstatsError(reason, path=path)
-        fmt = format or detect_format(path)
-        if fmt not in ("folder", "zarr", "npy"):
-            return open_format(path, fmt, mode=mode, layout=layout, max_pixels=max_pixels,
-                               fail_fast=fail_fast, channel_names=channel_names,
-                               max_file_bytes=max_file_bytes)
-        if os.path.isdir(path) and not _is_zarr(path):
-            policy = policy_of(mode, max_pixels, max_file_bytes)
-            return FolderSource(path, policy, fail_fast=fail_fast)
-        return ArraySource(path, layout=layout, channel_names=channel_names)
+        if not os.path.lexists(split_member(path)[0]) and is_pattern(path):
+            return _open_paths([path], options)
+        return _open_path(path, options)
     if isinstance(data, np.ndarray) or _is_array_like(data):
         return ArraySource(data, layout=layout, channel_names=channel_names)
     if is_map_style(data) and not is_data_loader(data):
@@ -86,6 +86,139 @@ def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
     raise NormstatsError(f"cannot compute statistics of a {type(data).__name__}: pass a folder, "
                          "a .npy or zarr path, an array, a dataset (with __len__ and "
                          "__getitem__) or an iterable of images")
+
+
+def _is_path_list(data: Any) -> bool:
+    return isinstance(data, list | tuple) and bool(data) and \
+        all(isinstance(item, str | os.PathLike) for item in data)
+
+
+def _open_path(path: str, options: dict[str, Any]) -> Source:
+    """The source of one local path (a folder, an array, a dataset file, an image)."""
+    if not os.path.exists(split_member(path)[0]):
+        raise NormstatsError("no such file or folder", path=path)
+    if (reason := not_a_dataset_path(split_member(path)[0])) is not None:
+        raise NormstatsError(reason, path=path)
+    format = options["format"]
+    _check_format_fits(path, format)
+    fmt = format or detect_format(path)
+    policy = policy_of(options["mode"], options["max_pixels"], options["max_file_bytes"])
+    if fmt not in ("folder", "zarr", "npy"):
+        return open_format(path, fmt, mode=options["mode"], layout=options["layout"],
+                           max_pixels=options["max_pixels"], fail_fast=options["fail_fast"],
+                           channel_names=options["channel_names"],
+                           max_file_bytes=options["max_file_bytes"], column=options["image_key"])
+    if os.path.isdir(path) and not _is_zarr(path):
+        source = FolderSource(path, policy, fail_fast=options["fail_fast"])
+        if len(source) == 0 and (shards := shard_folder(path, policy, options)) is not None:
+            return shards
+        return source
+    return ArraySource(path, layout=options["layout"], channel_names=options["channel_names"])
+
+
+def _check_format_fits(path: str, format: str | None) -> None:
+    """``--format folder`` names folders, file formats name files: never ignored."""
+    if format is None:
+        return
+    if format not in FORMATS:
+        raise InvalidOptionError(f"unknown format {format!r}; choose one of "
+                                 f"{', '.join(FORMATS)}")
+    folder = os.path.isdir(path)
+    if format == "folder" and not folder:
+        raise InvalidOptionError(f"{path}: --format folder reads a folder of images, and this "
+                                 f"is a file (leave --format out to detect its format)")
+    if format not in ("folder", "zarr") and folder:
+        raise InvalidOptionError(f"{path}: --format {format} reads a file, and this is a "
+                                 "folder")
+
+
+def shard_folder(path: str, policy: Any, options: dict[str, Any]) -> Source | None:
+    """A folder holding no image files but tar shards (WebDataset) or Parquet files
+    (Hugging Face): its shards as one source, in sorted order; None when it has neither.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> shard_folder(tempfile.mkdtemp(), None, {}) is None
+    True
+    """
+    tars, parquets = [], []
+    for folder, subfolders, names in os.walk(path):
+        subfolders.sort()
+        for name in sorted(names):
+            lower = name.lower()
+            if lower.endswith((".tar", ".tar.gz", ".tgz")):
+                tars.append(os.path.join(folder, name))
+            elif lower.endswith(PARQUET_EXTENSIONS):
+                parquets.append(os.path.join(folder, name))
+    if tars and parquets:
+        raise NormstatsError(f"holds both tar shards ({len(tars)}) and Parquet files "
+                             f"({len(parquets)}); name the ones to read, e.g. "
+                             f"'{path}/*.tar'", path=path)
+    if tars:
+        source: Source = TarSource(tars, policy, options["fail_fast"])
+    elif parquets:
+        source = ParquetSource(parquets, policy, options["fail_fast"], options["image_key"])
+    else:
+        return None
+    source.description = f"{path} ({len(tars or parquets)} {'tar' if tars else 'Parquet'} " \
+        "files)"
+    return source
+
+
+def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Source:
+    """Several PATHs (and the paths their patterns name) as one dataset: their union.
+
+    Image files are read as one listing, tar shards as one shard source, Parquet files
+    as one Parquet source, anything else (folders, arrays, dataset files) on its own.
+    """
+    paths = expand_paths(given)
+    if len(paths) == 1:
+        return _open_path(paths[0], options)
+    policy = policy_of(options["mode"], options["max_pixels"], options["max_file_bytes"])
+    images = [p for p in paths if options["format"] in (None, "image") and is_image_file(p)]
+    rest = [p for p in paths if p not in set(images)]
+    kinds = {p: _file_format(p, options["format"]) for p in rest}
+    tars = [p for p in rest if kinds[p] == "tar" and not p.lower().endswith(".json")]
+    parquets = [p for p in rest if kinds[p] == "parquet"]
+    parts: list[Source] = []
+    if images:
+        parts.append(ImageFilesSource(images, policy, options["fail_fast"]))
+    if tars:
+        parts.append(TarSource(tars, policy, options["fail_fast"]))
+    if parquets:
+        parts.append(ParquetSource(parquets, policy, options["fail_fast"],
+                                   options["image_key"]))
+    parts += [_open_path(p, options) for p in rest if p not in set(tars) | set(parquets)]
+    description = describe_paths(paths)
+    if len(parts) == 1:
+        parts[0].description = description
+        return parts[0]
+    return ConcatSource(parts, description)
+
+
+def _file_format(path: str, format: str | None) -> str | None:
+    if format is not None or os.path.isdir(path) or not os.path.exists(path):
+        return format
+    try:
+        return detect_format(path)
+    except NormstatsError:
+        return None  # opened on its own below, where the error names it
+
+
+def describe_paths(paths: list[str]) -> str:
+    """How a report names a dataset of several PATHs: each, or the first, last and count.
+
+    Examples
+    --------
+    >>> describe_paths(["a.tar", "b.tar"])
+    'a.tar + b.tar'
+    >>> describe_paths([f"s-{i}.tar" for i in range(100)])
+    's-0.tar + s-1.tar + ... + s-99.tar (100 paths)'
+    """
+    if len(paths) <= 6:
+        return " + ".join(paths)
+    return f"{paths[0]} + {paths[1]} + ... + {paths[-1]} ({len(paths)} paths)"
 
 
 def _is_zarr(path: str) -> bool:

@@ -69,6 +69,11 @@ def test_a_local_worker_killed_once_costs_a_rerun_not_the_run(png_folder, monkey
     assert "running again on a local Dask cluster" in capfd.readouterr().err
     assert stats.skipped == ()
     assert_matches_oracle(stats, images, 255)
+    # the rerun's temporary Dask setting left the caller's Dask configuration whole
+    import dask
+
+    assert dask.config.get("distributed.comm.timeouts.connect")
+    assert dask.config.get("distributed.scheduler.allowed-failures") != 1
 
 
 def test_the_process_pool_never_thaws_what_the_caller_froze(png_folder):

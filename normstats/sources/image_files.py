@@ -1,0 +1,76 @@
+"""Image files named one by one: a single ``photo.jpg``, or files given as several PATHs.
+
+They are decoded exactly as a folder's files are (`normstats.sources.folder.FolderTask`),
+with keys relative to the folder they share, so reports name them as the user does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from normstats.errors import NormstatsError
+from normstats.maths.records import Skipped
+from normstats.sources.base import Task
+from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.file_read import not_regular_reason
+from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
+from normstats.sources.file_list import FileEntry, FileList, change_stamp
+from normstats.sources.folder import FolderTask, ListedFiles
+from normstats.sources.walk import WalkResult
+
+__all__ = ["ImageFilesSource", "is_image_file"]
+
+
+def is_image_file(path: str) -> bool:
+    """True for an existing file (not a folder) with an image extension.
+
+    Examples
+    --------
+    >>> is_image_file("no/such/photo.jpg"), is_image_file(__file__)
+    (False, False)
+    """
+    return os.path.splitext(path)[1].lower() in IMAGE_EXTENSIONS and os.path.isfile(path)
+
+
+class ImageFilesSource(ListedFiles):
+    """The image files ``paths``, in the order given, each counted once.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from PIL import Image
+    >>> d = pathlib.Path(tempfile.mkdtemp()); Image.new("RGB", (4, 4)).save(d / "a.png")
+    >>> source = ImageFilesSource([str(d / "a.png")])
+    >>> len(source), source.description == str(d / "a.png")
+    (1, True)
+    """
+
+    def __init__(self, paths: Sequence[str], policy: DecodePolicy | None = None,
+                 fail_fast: bool = False) -> None:
+        if not paths:
+            raise NormstatsError("no image files given")
+        absolute = [os.path.abspath(p) for p in paths]
+        root = os.path.commonpath([os.path.dirname(p) for p in absolute])
+        entries, skipped, seen = [], [], set()
+        for given, path in zip(paths, absolute, strict=True):
+            relative = os.path.relpath(path, root)
+            try:
+                status = os.stat(path)
+            except OSError as error:
+                skipped.append(Skipped(given, f"cannot be read ({error.strerror or error})"))
+                continue
+            if (reason := not_regular_reason(status.st_mode)) is not None:
+                skipped.append(Skipped(given, reason))
+                continue
+            if (status.st_dev, status.st_ino) in seen:
+                continue  # named twice (a glob and its file): counted once
+            seen.add((status.st_dev, status.st_ino))
+            entries.append(FileEntry(relative, status.st_size, status.st_mtime_ns,
+                                     change_stamp(status.st_ino, status.st_ctime_ns)))
+        self.adopt(root, policy or DecodePolicy(), fail_fast,
+                   WalkResult(FileList.of(entries), tuple(skipped), 0))
+        self.description = paths[0] if len(paths) == 1 else f"{len(paths)} image files in {root}"
+
+    def task(self, files: FileList) -> Task:
+        return FolderTask(self.root, files, self.policy, self.fail_fast)

@@ -1,0 +1,237 @@
+"""Parquet files with an image column, as Hugging Face datasets are distributed.
+
+A Hugging Face ``Image`` column is a struct of ``bytes`` (the encoded file) and ``path``;
+other datasets store the encoded bytes in a binary column, or file paths in a string
+column (resolved relative to the Parquet file). The image column is found by its type;
+``column=`` names it when a file has several. Row groups are the units of reading: a
+task decodes the rows of one row group (a part of it when the dataset has fewer row
+groups than workers need), with the same decoder and decode policy as a folder.
+pyarrow is an optional dependency (``pip install 'normstats[parquet]'``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from normstats.errors import InvalidOptionError, NormstatsError, UnreadableInputError
+from normstats.maths.records import Skipped
+from normstats.sources.base import Task, TaskResult, split_evenly
+from normstats.sources.decoding.decode import (
+    DecodedImage,
+    DecodePolicy,
+    channel_names_for,
+    decode_bytes,
+    decode_file,
+)
+from normstats.sources.decoding.file_read import too_large_reason
+from normstats.sources.folder import records_of_images
+
+__all__ = ["ParquetSource", "ParquetTask", "PARQUET_EXTENSIONS", "is_parquet"]
+
+PARQUET_EXTENSIONS = (".parquet", ".pq")
+_MISSING = ("reading Parquet needs pyarrow: pip install 'normstats[parquet]' "
+            "(or pip install pyarrow)")
+
+
+def is_parquet(path: str) -> bool:
+    """True for a file named ``*.parquet`` / ``*.pq`` or starting with Parquet's magic.
+
+    Examples
+    --------
+    >>> is_parquet("train-00000-of-00004.parquet")
+    True
+    """
+    if path.lower().endswith(PARQUET_EXTENSIONS):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise NormstatsError(_MISSING) from None
+    return pq
+
+
+def _kind_of(field_type: Any) -> str | None:
+    """How a column of ``field_type`` holds images: "struct", "bytes", "path" or None."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(field_type):
+        names = {field_type.field(i).name for i in range(field_type.num_fields)}
+        return "struct" if "bytes" in names or "path" in names else None
+    if pa.types.is_binary(field_type) or pa.types.is_large_binary(field_type):
+        return "bytes"
+    if pa.types.is_string(field_type) or pa.types.is_large_string(field_type):
+        return "path"
+    return None
+
+
+def image_column(schema: Any, path: str, column: str | None) -> tuple[str, str]:
+    """The image column of ``schema`` and its kind; ``column`` chooses among several."""
+    if column is not None:
+        if column not in schema.names:
+            raise InvalidOptionError(f"{path}: no column {column!r}; the columns are "
+                                     f"{', '.join(schema.names)}")
+        kind = _kind_of(schema.field(column).type)
+        if kind is None:
+            raise InvalidOptionError(f"{path}: column {column!r} ({schema.field(column).type}) "
+                                     "holds no images (bytes, a path, or a struct of them)")
+        return column, kind
+    candidates = [(n, k) for n in schema.names
+                  if (k := _kind_of(schema.field(n).type)) in ("struct", "bytes")]
+    if not candidates:  # a column of paths only when nothing holds bytes
+        candidates = [(n, "path") for n in schema.names if _kind_of(schema.field(n).type)
+                      == "path" and any(word in n.lower() for word in ("image", "img", "path",
+                                                                      "file"))]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise NormstatsError("no image column (encoded bytes, an image path, or a struct of "
+                             f"bytes and path); the columns are {', '.join(schema.names)}",
+                             path=path)
+    raise NormstatsError(f"several image columns ({', '.join(n for n, _ in candidates)}); "
+                         "choose one with --column", path=path)
+
+
+@dataclass(frozen=True)
+class ParquetTask:
+    """Decode rows ``start:stop`` of row group ``group`` of one Parquet file (whose first
+    row is row ``first_row`` of the file)."""
+
+    path: str
+    group: int
+    first_row: int
+    start: int
+    stop: int
+    column: str
+    kind: str
+    policy: DecodePolicy
+    fail_fast: bool = False
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    def run(self) -> TaskResult:
+        decoded, skipped = self.decode_all()
+        return TaskResult(records_of_images(decoded), skipped)
+
+    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
+        """Decode every row: (key, image) pairs, and the rows skipped with their reason."""
+        decoded: list[tuple[str, DecodedImage]] = []
+        skipped: list[Skipped] = []
+        for key, cell in self._cells():
+            try:
+                decoded.append((key, self._decode(key, cell)))
+            except UnreadableInputError as error:
+                if self.fail_fast:
+                    raise
+                skipped.append(Skipped(key, error.reason))
+        return decoded, tuple(skipped)
+
+    def head(self, count: int) -> ParquetTask:
+        """The task of this task's first ``count`` rows."""
+        return dataclasses.replace(self, stop=min(self.stop, self.start + count))
+
+    def _cells(self) -> Iterator[tuple[str, Any]]:
+        table = _pyarrow().ParquetFile(self.path).read_row_group(self.group,
+                                                                 columns=[self.column])
+        first = self.first_row
+        values = table.column(0).slice(self.start, self.stop - self.start).to_pylist()
+        name = os.path.basename(self.path)
+        for offset, cell in enumerate(values):
+            yield f"{name}:{first + self.start + offset}", cell
+
+    def _decode(self, key: str, cell: Any) -> DecodedImage:
+        data, path = (cell.get("bytes"), cell.get("path")) if isinstance(cell, dict) else (
+            (cell, None) if self.kind == "bytes" else (None, cell))
+        if data is not None:
+            if len(data) > self.policy.file_byte_limit:
+                raise UnreadableInputError(too_large_reason(len(data),
+                                                            self.policy.file_byte_limit), key)
+            return decode_bytes(data, key, self.policy)
+        if path:
+            full = os.path.join(os.path.dirname(os.path.abspath(self.path)), path)
+            return decode_file(full, self.policy, key)
+        raise UnreadableInputError("no image in this row (empty cell)", key)
+
+
+class ParquetSource:
+    """The images of one or more Parquet files, read by row groups.
+
+    Parameters
+    ----------
+    paths : sequence of str
+        Parquet files, read in order.
+    policy : DecodePolicy, optional
+        How the encoded images become pixels (default RGB, as torchvision's loader).
+    column : str, optional
+        The image column, when a file has several.
+
+    Examples
+    --------
+    >>> import io, tempfile, os
+    >>> import pyarrow as pa, pyarrow.parquet as pq
+    >>> from PIL import Image
+    >>> buf = io.BytesIO(); Image.new("RGB", (2, 2)).save(buf, "PNG")
+    >>> image = pa.array([{"bytes": buf.getvalue(), "path": "a.png"}] * 3)
+    >>> p = os.path.join(tempfile.mkdtemp(), "train-00000-of-00001.parquet")
+    >>> pq.write_table(pa.table({"image": image, "label": [0, 1, 0]}), p)
+    >>> len(ParquetSource([p]))
+    3
+    """
+
+    kind = "images"
+    scheduler = "processes"
+
+    def __init__(self, paths: Sequence[str], policy: DecodePolicy | None = None,
+                 fail_fast: bool = False, column: str | None = None) -> None:
+        if not paths:
+            raise NormstatsError("no Parquet files given")
+        pq = _pyarrow()
+        self.policy = policy or DecodePolicy()
+        self.fail_fast = fail_fast
+        self.files: list[tuple[str, str, str, list[int]]] = []
+        for path in paths:
+            try:
+                handle = pq.ParquetFile(path)
+            except Exception as error:  # noqa: BLE001 - pyarrow raises many types
+                raise NormstatsError(f"not a readable Parquet file ({error})", path=path) \
+                    from None
+            name, kind = image_column(handle.schema_arrow, path, column)
+            rows = [handle.metadata.row_group(g).num_rows
+                    for g in range(handle.metadata.num_row_groups)]
+            self.files.append((path, name, kind, rows))
+        self.mode = self.policy.mode
+        self.channel_names = None if self.mode == "keep" else channel_names_for(self.mode, 0)
+        self.description = paths[0] if len(paths) == 1 else f"{len(paths)} Parquet files"
+        self.skipped: tuple[Skipped, ...] = ()
+        self.ignored = 0
+
+    def __len__(self) -> int:
+        return sum(sum(rows) for *_, rows in self.files)
+
+    def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Task]:
+        groups = sum(len(rows) for *_, rows in self.files)
+        # Every task reads its whole row group's column: split a group only when there
+        # are too few groups to keep the workers busy, or when the user asks.
+        pieces = max(1, -(-2 * workers // max(1, groups)))
+        tasks: list[Task] = []
+        for path, column, kind, rows in self.files:
+            first = 0
+            for group, count in enumerate(rows):
+                size = task_size or max(1, -(-count // pieces))
+                tasks += [ParquetTask(path, group, first, a, b, column, kind, self.policy,
+                                      self.fail_fast) for a, b in split_evenly(count, size)]
+                first += count
+        return tasks

@@ -1,0 +1,133 @@
+"""Dataset paths as users write them: brace notation and globs, expanded the same everywhere.
+
+WebDataset names its shards ``shard-{000000..000099}.tar``; a quoted glob
+(``'train/*.tar'``) reaches normstats unexpanded on every shell, and Python callers pass
+such strings too. A path that exists is taken as it is; otherwise braces are expanded
+(``{a,b}`` lists and ``{000..099}`` zero-padded ranges, as in bash) and each result is
+globbed when it holds ``*``, ``?`` or ``[``. A pattern that matches nothing is an error
+naming it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+from normstats.errors import NormstatsError
+
+__all__ = ["expand_braces", "expand_paths", "is_pattern"]
+
+_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
+_GLOB = re.compile(r"[*?\[]")
+
+#: A brace range larger than this is a typo, not a dataset.
+MAX_EXPANSION = 1_000_000
+
+
+def is_pattern(path: str) -> bool:
+    """True when ``path`` holds braces or glob characters.
+
+    Examples
+    --------
+    >>> is_pattern("shard-{000..009}.tar"), is_pattern("train/*.png"), is_pattern("a.png")
+    (True, True, False)
+    """
+    return "{" in path or bool(_GLOB.search(path))
+
+
+def expand_braces(text: str) -> list[str]:
+    """Expand the first ``{...}`` group of ``text`` and then the rest, as bash does.
+
+    Examples
+    --------
+    >>> expand_braces("shard-{08..11}.tar")
+    ['shard-08.tar', 'shard-09.tar', 'shard-10.tar', 'shard-11.tar']
+    >>> expand_braces("{train,val}/{a,b}.png")
+    ['train/a.png', 'train/b.png', 'val/a.png', 'val/b.png']
+    """
+    start = text.find("{")
+    if start < 0:
+        return [text]
+    depth, end = 0, -1
+    for index in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            end = index
+            break
+    if end < 0:  # an unmatched brace is a literal character
+        return [text]
+    head, body, tail = text[:start], text[start + 1:end], text[end + 1:]
+    choices = _range(body) or _alternatives(body)
+    if choices is None:  # "{x}": no comma, no range, literal as in bash
+        return [head + "{" + body + "}" + word for word in expand_braces(tail)]
+    return [head + choice + word for choice in choices for word in expand_braces(tail)]
+
+
+def _range(body: str) -> list[str] | None:
+    match = _RANGE.match(body)
+    if match is None:
+        return None
+    first, last = match.groups()
+    low, high = int(first), int(last)
+    if abs(high - low) >= MAX_EXPANSION:
+        raise NormstatsError(f"the brace range {{{body}}} has more than {MAX_EXPANSION:,} "
+                             "names")
+    width = max(len(first), len(last)) if first.startswith("0") or last.startswith("0") else 0
+    step = 1 if high >= low else -1
+    return [f"{n:0{width}d}" for n in range(low, high + step, step)]
+
+
+def _alternatives(body: str) -> list[str] | None:
+    parts, depth, current = [], 0, ""
+    for char in body:
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        current += char
+    if not parts:
+        return None
+    parts.append(current)
+    return [word for part in parts for word in expand_braces(part)]
+
+
+def expand_paths(paths: str | os.PathLike | list | tuple) -> list[str]:
+    """Every path named by ``paths`` (one or several, with braces and globs), in order.
+
+    Raises
+    ------
+    NormstatsError
+        When a pattern matches nothing, or a plain path does not exist.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ("s-0.tar", "s-1.tar"):
+    ...     _ = open(os.path.join(d, name), "wb")
+    >>> [os.path.basename(p) for p in expand_paths(os.path.join(d, "s-{0..1}.tar"))]
+    ['s-0.tar', 's-1.tar']
+    >>> [os.path.basename(p) for p in expand_paths(os.path.join(d, "*.tar"))]
+    ['s-0.tar', 's-1.tar']
+    """
+    given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    found: list[str] = []
+    for path in map(os.fspath, given):
+        if os.path.lexists(path) or not is_pattern(path):
+            found.append(path)
+            continue
+        matched = []
+        for name in expand_braces(path):
+            if _GLOB.search(name):
+                matched += sorted(glob.glob(name))
+            elif os.path.lexists(name):
+                matched.append(name)
+            else:
+                raise NormstatsError("no such file (from the brace pattern "
+                                     f"{path})", path=name)
+        if not matched:
+            raise NormstatsError("no file matches this pattern", path=path)
+        found += matched
+    return found
