@@ -42,6 +42,7 @@ import render  # noqa: E402
 from bench_dask import bench_dask  # noqa: E402
 from bench_datasets import bench_datasets  # noqa: E402
 from section_costs import bench_memory, bench_overhead  # noqa: E402
+from section_layouts import bench_layouts  # noqa: E402
 from section_peers import bench_array, bench_folder, bench_png  # noqa: E402
 from section_scripts import bench_cache, bench_distributed, bench_normalize  # noqa: E402
 from section_startup import bench_startup  # noqa: E402
@@ -52,7 +53,7 @@ SECTIONS: dict[str, Callable[[bool], dict]] = {
     "array": bench_array, "folder": bench_folder, "png": bench_png,
     "overhead": bench_overhead, "memory": bench_memory, "normalize": bench_normalize,
     "cache": bench_cache, "distributed": bench_distributed, "datasets": bench_datasets,
-    "dask": bench_dask, "startup": bench_startup,
+    "dask": bench_dask, "startup": bench_startup, "layouts": bench_layouts,
 }
 PACKAGES = ("numpy", "dask", "distributed", "zarr", "PIL", "numba", "simplejpeg",
             "imagecodecs", "torch", "sklearn")

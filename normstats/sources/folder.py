@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +34,7 @@ from normstats.sources.file_list import FileEntry, FileList
 from normstats.sources.walk import DUPLICATE, WalkResult, walk_images
 
 __all__ = ["FolderSource", "FolderTask", "ListedTask", "ListedFiles", "records_of_images",
-           "file_task_ranges"]
+           "reduce_as_decoded", "file_task_ranges"]
 
 #: Images with fewer values are stacked so one vectorised call serves many of them
 #: (a numpy call costs ~14 µs); bigger ones are reduced in place, saving the copy.
@@ -82,20 +82,10 @@ class FolderTask(ListedTask):
     fail_fast: bool = False
 
     def run(self) -> TaskResult:
-        # 8-bit images are reduced as soon as they are decoded, while their pixels are
-        # still in cache, and only their numbers are kept; the rest are reduced together.
-        rows = Uint8Rows(len(self.files)) if fused.available() else None
-        others, skipped = [], []
-        # Only when every 8-bit image is reduced at once may decodes share one buffer.
-        scratch = Scratch() if rows is not None else None
-        for key, image in self.decoded(skipped, scratch):
-            if rows is not None and image.pixels.dtype == np.uint8:
-                rows.add(key, image.pixels, image.channel_names)
-            else:
-                others.append((key, image))
-        parts = ([] if rows is None else rows.records()) + \
-            ([records_of_images(others)] if others else [])
-        return TaskResult(concat_records(parts) if parts else None, tuple(skipped))
+        skipped: list[Skipped] = []
+        records = reduce_as_decoded(lambda scratch: self.decoded(skipped, scratch),
+                                    len(self.files))
+        return TaskResult(records, tuple(skipped))
 
     def decoded(self, skipped: list[Skipped],
                 scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:
@@ -119,6 +109,36 @@ class FolderTask(ListedTask):
         skipped: list[Skipped] = []
         decoded = list(self.decoded(skipped))
         return decoded, tuple(skipped)
+
+
+def reduce_as_decoded(decode: Callable[[Scratch | None], Iterator[tuple[str, DecodedImage]]],
+                      capacity: int) -> Records | None:
+    """The records of the images ``decode(scratch)`` yields, reduced as they come.
+
+    8-bit images are reduced as soon as they are decoded, while their pixels are still in
+    cache, and only their numbers are kept; the rest are reduced together at the end.
+    Only when every 8-bit image is reduced at once may decodes share one buffer
+    (``scratch``): each image is then valid only until the next one is decoded.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from normstats.sources.decoding.decode import DecodedImage
+    >>> img = DecodedImage(np.full((2, 2, 1), 3, np.uint8), ("L",))
+    >>> reduce_as_decoded(lambda scratch: iter([("a", img), ("b", img)]), 2).keys
+    ('a', 'b')
+    """
+    rows = Uint8Rows(capacity) if fused.available() else None
+    scratch = Scratch() if rows is not None else None
+    others = []
+    for key, image in decode(scratch):
+        if rows is not None and image.pixels.dtype == np.uint8:
+            rows.add(key, image.pixels, image.channel_names)
+        else:
+            others.append((key, image))
+    parts = ([] if rows is None else rows.records()) + \
+        ([records_of_images(others)] if others else [])
+    return concat_records(parts) if parts else None
 
 
 def records_of_images(decoded: list[tuple[str, DecodedImage]]) -> Records | None:

@@ -23,12 +23,13 @@ from normstats.sources.base import Task, TaskResult, split_evenly
 from normstats.sources.decoding.decode import (
     DecodedImage,
     DecodePolicy,
+    Scratch,
     channel_names_for,
     decode_bytes,
     decode_file,
 )
 from normstats.sources.decoding.file_read import too_large_reason
-from normstats.sources.folder import records_of_images
+from normstats.sources.folder import reduce_as_decoded
 
 __all__ = ["ParquetSource", "ParquetTask", "PARQUET_EXTENSIONS", "is_parquet"]
 
@@ -123,21 +124,30 @@ class ParquetTask:
         return self.stop - self.start
 
     def run(self) -> TaskResult:
-        decoded, skipped = self.decode_all()
-        return TaskResult(records_of_images(decoded), skipped)
+        skipped: list[Skipped] = []
+        records = reduce_as_decoded(lambda scratch: self.decoded(skipped, scratch), self.size)
+        return TaskResult(records, tuple(skipped))
 
     def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
         """Decode every row: (key, image) pairs, and the rows skipped with their reason."""
-        decoded: list[tuple[str, DecodedImage]] = []
         skipped: list[Skipped] = []
+        return list(self.decoded(skipped)), tuple(skipped)
+
+    def decoded(self, skipped: list[Skipped],
+                scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:
+        """Decode row after row, yielding (key, image); the rest go to ``skipped``.
+
+        With ``scratch``, each image is valid only until the next one is decoded.
+        """
         for key, cell in self._cells():
             try:
-                decoded.append((key, self._decode(key, cell)))
+                image = self._decode(key, cell, scratch)
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise
                 skipped.append(Skipped(key, error.reason))
-        return decoded, tuple(skipped)
+                continue
+            yield key, image
 
     def head(self, count: int) -> ParquetTask:
         """The task of this task's first ``count`` rows."""
@@ -152,17 +162,17 @@ class ParquetTask:
         for offset, cell in enumerate(values):
             yield f"{name}:{first + self.start + offset}", cell
 
-    def _decode(self, key: str, cell: Any) -> DecodedImage:
+    def _decode(self, key: str, cell: Any, scratch: Scratch | None) -> DecodedImage:
         data, path = (cell.get("bytes"), cell.get("path")) if isinstance(cell, dict) else (
             (cell, None) if self.kind == "bytes" else (None, cell))
         if data is not None:
             if len(data) > self.policy.file_byte_limit:
                 raise UnreadableInputError(too_large_reason(len(data),
                                                             self.policy.file_byte_limit), key)
-            return decode_bytes(data, key, self.policy)
+            return decode_bytes(data, key, self.policy, scratch)
         if path:
             full = os.path.join(os.path.dirname(os.path.abspath(self.path)), path)
-            return decode_file(full, self.policy, key)
+            return decode_file(full, self.policy, key, scratch)
         raise UnreadableInputError("no image in this row (empty cell)", key)
 
 

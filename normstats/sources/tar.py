@@ -30,11 +30,13 @@ from normstats.sources.decoding.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
     DecodePolicy,
+    Scratch,
     channel_names_for,
     decode_bytes,
 )
 from normstats.sources.decoding.file_read import too_large_reason
-from normstats.sources.folder import records_of_images
+from normstats.sources.folder import reduce_as_decoded
+from normstats.sources.tar_headers import Header, plain_headers
 
 __all__ = ["TarSource", "TarTask", "Member", "scan_shard", "read_shard_index"]
 
@@ -121,7 +123,11 @@ def _image_of(group: list[tarfile.TarInfo], image_ext: str | None) -> tarfile.Ta
     return None
 
 
-def _list_members(path: str, compressed: bool) -> list[tarfile.TarInfo]:
+def _list_members(path: str, compressed: bool) -> list[tarfile.TarInfo] | list[Header]:
+    fast = None if compressed else plain_headers(path)
+    if fast is not None:
+        infos: list = fast
+        return _checked_sizes(path, infos)
     try:
         with tarfile.open(path, "r|gz" if compressed else "r:") as tar:
             infos = list(tar)  # every entry: folders and links end a valid tar too
@@ -129,8 +135,12 @@ def _list_members(path: str, compressed: bool) -> list[tarfile.TarInfo]:
         reason = "truncated" if isinstance(error, EOFError) or "unexpected end" in str(error) \
             else "not a readable tar shard"
         raise NormstatsError(f"{reason} ({error or type(error).__name__})", path=path) from None
+    return infos if compressed else _checked_sizes(path, infos)
+
+
+def _checked_sizes(path: str, infos: list) -> list:
     size = os.path.getsize(path)
-    for info in infos if not compressed else ():
+    for info in infos:
         if info.isfile() and info.offset_data + info.size > size:
             raise NormstatsError(f"truncated inside member {info.name}", path=path)
     return infos
@@ -191,25 +201,35 @@ class TarTask:
         return len(self.members)
 
     def run(self) -> TaskResult:
-        decoded, skipped = self.decode_all()
-        return TaskResult(records_of_images(decoded), skipped)
+        skipped: list[Skipped] = []
+        records = reduce_as_decoded(lambda scratch: self.decoded(skipped, scratch),
+                                    len(self.members))
+        return TaskResult(records, tuple(skipped))
 
     def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
         """Decode every member: (key, image) pairs, and the members skipped with their reason."""
-        decoded: list[tuple[str, DecodedImage]] = []
         skipped: list[Skipped] = []
+        return list(self.decoded(skipped)), tuple(skipped)
+
+    def decoded(self, skipped: list[Skipped],
+                scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:
+        """Decode member after member, yielding (key, image); the rest go to ``skipped``.
+
+        With ``scratch``, each image is valid only until the next one is decoded.
+        """
         for member, data in self._contents():
             key = f"{os.path.basename(self.path)}/{member.name}"
             try:
                 if data is None:  # over the byte limit: never read (a 6 GiB member of a
                     # 28 MB .tar.gz would otherwise be inflated into memory)
                     raise UnreadableInputError(too_large_reason(member.size, self.limit), key)
-                decoded.append((key, decode_bytes(data, key, self.policy)))
+                image = decode_bytes(data, key, self.policy, scratch)
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise
                 skipped.append(Skipped(f"{self.path}:{member.name}", error.reason))
-        return decoded, tuple(skipped)
+                continue
+            yield key, image
 
     def head(self, count: int) -> TarTask:
         """The task of this task's first ``count`` members."""

@@ -256,3 +256,20 @@ def test_cli_local_cluster(folder):
                                        "--threads-per-worker", "1"])
     assert result.exit_code == 0, result.output
     assert normstats.DatasetStats.from_json(result.stdout).images == IMAGES
+
+
+def test_the_malloc_warning_is_for_runs_that_decode(client, folder, caplog):
+    """Workers started with dask's malloc setting decode at half speed: a folder run says
+    so once; an array run, which decodes nothing, does not."""
+    import logging
+
+    # exec, a builtin, travels to the workers by name (a test function would not)
+    client.run(exec, "import os; os.environ['MALLOC_TRIM_THRESHOLD_'] = '65536'")
+    try:
+        with caplog.at_level(logging.WARNING):
+            normstats.compute(np.zeros((4, 2, 2, 3), np.uint8), scheduler=client)
+            assert "MALLOC_TRIM_THRESHOLD_" not in caplog.text
+            normstats.compute(folder, scheduler=client, cache=False)
+        assert caplog.text.count("halves image decoding speed") == 1
+    finally:
+        client.run(exec, "import os; os.environ.pop('MALLOC_TRIM_THRESHOLD_', None)")

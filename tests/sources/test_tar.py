@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,41 @@ def test_a_valid_tar_ending_with_a_folder_or_a_link_is_not_called_cut(tmp_path: 
     entries = [("a.png", _png(10)), ("b.png", _png(30)), ("dir", "extra"), ("link", "c.png")]
     stats = normstats.compute(_shard(tmp_path / "s.tar", entries))
     assert stats.images == 2 and stats.mean == (20 / 255,) * 3
+
+
+@pytest.mark.parametrize("tar_format", [tarfile.USTAR_FORMAT, tarfile.PAX_FORMAT,
+                                        tarfile.GNU_FORMAT])
+def test_the_fast_header_reader_lists_exactly_what_tarfile_lists(tmp_path, tar_format):
+    """Names long enough for ustar's prefix field and pax/GNU long names, non-ASCII names,
+    folders, links, a name stored twice and empty members: the block reader gives
+    tarfile's listing, or steps aside (None) for what it does not read itself."""
+    import io
+
+    from normstats.sources.tar import _list_members
+    from normstats.sources.tar_headers import plain_headers
+
+    path = tmp_path / "shard.tar"
+    long_folder = "d" * 120 if tar_format != tarfile.USTAR_FORMAT else "d" * 90
+    with tarfile.open(path, "w", format=tar_format) as tar:
+        for name, data in [("a.jpg", b"x" * 700), (f"{long_folder}/b.png", b"y" * 512),
+                           ("ünïcode/c.png", b"z"), ("empty.cls", b""), ("a.jpg", b"w" * 3),
+                           ("m" * 140 + ".png" if tar_format != tarfile.USTAR_FORMAT
+                            else "m.png", b"v" * 9)]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_700_000_000.5
+            tar.addfile(info, io.BytesIO(data))
+        folder = tarfile.TarInfo("folder")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+        link = tarfile.TarInfo("link.png")
+        link.type, link.linkname = tarfile.SYMTYPE, "a.jpg"
+        tar.addfile(link)
+    expected = [(i.name, i.size if i.isfile() else 0, i.offset_data, i.isfile())
+                for i in tarfile.open(path)]
+    fast = plain_headers(str(path))
+    if fast is not None:
+        assert [(h.name, h.size if h.isfile() else 0, h.offset_data, h.isfile())
+                for h in fast] == expected
+    assert tar_format == tarfile.GNU_FORMAT or fast is not None  # ustar and pax: fast
+    listed = _list_members(str(path), compressed=False)
+    assert [(i.name, i.offset_data) for i in listed] == [(e[0], e[2]) for e in expected]
