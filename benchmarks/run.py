@@ -44,6 +44,7 @@ from bench_datasets import bench_datasets  # noqa: E402
 from section_costs import bench_memory, bench_overhead  # noqa: E402
 from section_layouts import bench_layouts  # noqa: E402
 from section_peers import bench_array, bench_folder, bench_png  # noqa: E402
+from section_processes import bench_processes  # noqa: E402
 from section_scripts import bench_cache, bench_distributed, bench_normalize  # noqa: E402
 from section_startup import bench_startup  # noqa: E402
 
@@ -54,6 +55,7 @@ SECTIONS: dict[str, Callable[[bool], dict]] = {
     "overhead": bench_overhead, "memory": bench_memory, "normalize": bench_normalize,
     "cache": bench_cache, "distributed": bench_distributed, "datasets": bench_datasets,
     "dask": bench_dask, "startup": bench_startup, "layouts": bench_layouts,
+    "processes": bench_processes,
 }
 PACKAGES = ("numpy", "dask", "distributed", "zarr", "PIL", "numba", "simplejpeg",
             "imagecodecs", "torch", "sklearn")

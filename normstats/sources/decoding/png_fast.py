@@ -5,11 +5,14 @@ and Pillow agree pixel for pixel. libpng without Pillow's per-file Python machin
 decodes a 32×32 PNG about 5× faster, which is most of the cost of a folder of small
 PNGs. The fast path only takes files it has checked itself, stricter than both
 decoders: the signature, an IHDR it understands, every chunk's CRC, consecutive IDATs,
-an IEND at the very end, and no chunk except a few fixed-size ancillary ones that
-neither decoder turns into pixels. Anything else (palettes, transparency chunks,
-16-bit or sub-byte samples, interlacing, text, damage, images over the pixel limit)
-returns None and goes through Pillow, so its pixels and its error messages are
-Pillow's. A differential fuzz test (tests/sources/decoding/test_png_fast.py) checks that a file
+an IEND at the very end, and no chunk except ancillary ones that neither decoder turns
+into pixels: a few fixed-size ones, ``tEXt``, and the ICC profile (``iCCP``, carried by
+most photos saved by cameras and editors; Pillow keeps it in ``info`` and ``convert``
+ignores it), taken only where Pillow would accept it (before the first IDAT,
+compression method 0, a profile that inflates within Pillow's text limit). Anything
+else (palettes, transparency chunks, 16-bit or sub-byte samples, interlacing,
+compressed text, damage, images over the pixel limit) returns None and goes through
+Pillow, so its pixels and its error messages are Pillow's. A differential fuzz test (tests/sources/decoding/test_png_fast.py) checks that a file
 the fast path accepts is one Pillow decodes to the same pixels.
 """
 
@@ -116,7 +119,7 @@ def plain_png_header(data: bytes) -> tuple[int, int, int] | None:
     if not data.startswith(PNG_SIGNATURE):
         return None
     view, end, position = memoryview(data), len(data), len(PNG_SIGNATURE)
-    header, idat_runs, previous = None, 0, b""
+    header, idat_runs, previous, text = None, 0, b"", 0
     while position + 12 <= end:
         length, kind = _CHUNK_HEAD.unpack_from(data, position)
         stop = position + 12 + length
@@ -133,10 +136,37 @@ def plain_png_header(data: bytes) -> tuple[int, int, int] | None:
             idat_runs += previous != b"IDAT"
         elif kind == b"IEND":
             return header if length == 0 and stop == end and idat_runs == 1 else None
+        elif kind == b"iCCP":
+            if idat_runs or not _pillow_reads_profile(view[position + 8:stop - 4]):
+                return None
+        elif kind == b"tEXt":
+            text += length  # Pillow refuses files whose text exceeds its memory limit
+            if text > _TEXT_LIMIT:
+                return None
         elif _METADATA_CHUNK_LENGTHS.get(kind) != length:
             return None
         previous, position = kind, stop
     return None
+
+
+#: Pillow's limits on text and on an inflated ICC profile (PngImagePlugin.MAX_TEXT_*).
+_TEXT_LIMIT = 64 * 1024 * 1024
+_PROFILE_LIMIT = 1024 * 1024
+
+
+def _pillow_reads_profile(body: memoryview) -> bool:
+    """True when Pillow reads this iCCP body without an error: a name ended by NUL,
+    compression method 0, and a zlib stream that inflates completely within its limit."""
+    data = bytes(body)
+    name_end = data.find(b"\0")
+    if not 0 < name_end <= 79 or len(data) < name_end + 2 or data[name_end + 1] != 0:
+        return False
+    inflate = zlib.decompressobj()
+    try:
+        inflate.decompress(data[name_end + 2:], _PROFILE_LIMIT)
+    except zlib.error:
+        return False
+    return not inflate.unconsumed_tail and inflate.eof
 
 
 def _plain_ihdr(data: bytes, offset: int) -> tuple[int, int, int] | None:

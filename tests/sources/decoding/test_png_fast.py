@@ -61,6 +61,13 @@ def pillow_pixels(data: bytes, mode: str) -> np.ndarray:
     return pixels[:, :, None] if pixels.ndim == 2 else pixels
 
 
+def icc_profile() -> bytes:
+    """A real ICC profile (sRGB from littlecms), as cameras and editors embed one."""
+    from PIL import ImageCms
+
+    return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+
+
 def corpus(rng) -> dict[str, bytes]:
     """Every plain colour type at odd sizes, compression levels, filters and metadata."""
     out = {}
@@ -75,6 +82,10 @@ def corpus(rng) -> dict[str, bytes]:
                 out[name + "-level0"] = png(image, compress_level=0)
                 out[name + "-optimize"] = png(image, optimize=True)
                 out[name + "-dpi"] = png(image, dpi=(72, 72))  # a pHYs chunk
+                text = PngImagePlugin.PngInfo()
+                text.add_text("Software", "a photo editor")
+                # an ICC profile (iCCP) and text (tEXt): metadata Pillow's pixels ignore
+                out[name + "-icc-text"] = png(image, icc_profile=icc_profile(), pnginfo=text)
     for name in [n for n in out if n.startswith("RGB33")]:
         parts = chunks(out[name])
         metadata = [(b"gAMA", struct.pack(">I", 45455)), (b"sRGB", b"\x00"),
@@ -108,15 +119,21 @@ def test_files_that_are_not_plain_go_to_pillow(rng):
     parts = chunks(plain)
     ihdr = bytearray(parts[0][1])
     interlaced = assemble([(b"IHDR", bytes(ihdr[:12]) + b"\x01")] + parts[1:])
-    text = PngImagePlugin.PngInfo()
-    text.add_text("Software", "normstats")
+    compressed_text = PngImagePlugin.PngInfo()
+    compressed_text.add_text("Software", "normstats", zip=True)
+    profile = zlib.compress(icc_profile())
     others = {
         "palette": png(rgb.convert("P")),
         "transparency": png(rgb, transparency=(0, 0, 0)),
         "16-bit": png(Image.fromarray(np.zeros((4, 4), np.uint16))),
         "1-bit": png(rgb.convert("1")),
         "interlaced": interlaced,
-        "text": png(rgb, pnginfo=text),
+        "compressed text": png(rgb, pnginfo=compressed_text),
+        "iCCP after IDAT": assemble(parts[:2] + [(b"iCCP", b"icc\0\0" + profile)] + parts[2:]),
+        "iCCP method 1": assemble(parts[:1] + [(b"iCCP", b"icc\0\1" + profile)] + parts[1:]),
+        "iCCP cut stream": assemble(parts[:1] + [(b"iCCP", b"icc\0\0" + profile[:-9])]
+                                    + parts[1:]),
+        "iCCP no name": assemble(parts[:1] + [(b"iCCP", b"\0\0" + profile)] + parts[1:]),
         "trailing bytes": plain + b"\0",
         "bad CRC": plain[:-5] + bytes([plain[-5] ^ 1]) + plain[-4:],
         "IDATs apart": assemble(parts[:2] + [(b"pHYs", bytes(9))] + parts[1:]),
@@ -158,6 +175,9 @@ def test_scratch_buffer_gives_the_same_pixels(rng):
 SEEDS = {native: png(Image.fromarray(
     np.random.default_rng(3).integers(0, 256, (6, 11, c), dtype=np.uint8).squeeze(), native))
     for native, c in NATIVE.items()}
+# with an ICC profile: chunk 1 is iCCP, so the fuzzer damages profiles too
+SEEDS["RGB-icc"] = png(Image.fromarray(np.random.default_rng(4).integers(
+    0, 256, (6, 11, 3), dtype=np.uint8)), icc_profile=icc_profile())
 
 body_mutation = st.one_of(
     st.tuples(st.just("flip"), st.integers(0, 1 << 16), st.integers(0, 7)),
@@ -184,7 +204,7 @@ def damage(seed: bytes, target: int, mutations: list[tuple]) -> bytes:
 
 @settings(max_examples=300, deadline=10_000, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.sampled_from(sorted(SEEDS)), target=st.integers(0, 3),
+@given(seed=st.sampled_from(sorted(SEEDS)), target=st.integers(0, 4),
        mutations=st.lists(body_mutation, min_size=1, max_size=3),
        mode=st.sampled_from(MODES))
 def test_a_file_the_fast_path_takes_is_one_pillow_decodes_identically(seed, target, mutations,

@@ -1,0 +1,60 @@
+"""The decode-only ceiling as a whole process: list a folder, read and decode every file.
+
+    python benchmarks/decode_only.py jpeg|png FOLDER [--workers 2]
+
+The least any tool can do with the same files, decoder and parallelism: a sorted walk, a
+fork ``Pool`` of ``--workers`` processes, each reading its files and decoding them with the
+decoder normstats uses for them (simplejpeg's libjpeg-turbo for JPEG, libpng through
+imagecodecs for PNG), keeping nothing. Only the standard library, numpy and the decoder
+are imported, so start-up is as small as such a script's can be.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from multiprocessing import get_context
+
+
+def _files(root: str, suffix: str) -> list[str]:
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders.sort()
+        found += [os.path.join(folder, n) for n in sorted(names) if n.lower().endswith(suffix)]
+    return found
+
+
+def _jpeg(paths: list[str]) -> int:
+    import simplejpeg
+
+    for path in paths:
+        with open(path, "rb") as handle:
+            simplejpeg.decode_jpeg(handle.read(), colorspace="RGB")
+    return len(paths)
+
+
+def _png(paths: list[str]) -> int:
+    import imagecodecs
+
+    for path in paths:
+        with open(path, "rb") as handle:
+            imagecodecs.png_decode(handle.read())
+    return len(paths)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=("jpeg", "png"))
+    parser.add_argument("folder")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    files = _files(args.folder, ".jpg" if args.kind == "jpeg" else ".png")
+    chunk = 200 if args.kind == "jpeg" else 1000
+    work = _jpeg if args.kind == "jpeg" else _png
+    with get_context("fork").Pool(args.workers) as pool:
+        decoded = sum(pool.map(work, [files[i:i + chunk] for i in range(0, len(files), chunk)]))
+    print(decoded)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Whole processes against the decode-only ceiling process (issue 18, item 2).
+
+What a user waits for is the whole ``normstats compute`` process: start-up, the walk,
+decoding, the statistics and the exit. Its ceiling is a process that only lists the same
+folder and decodes every file with the same decoder and the same two-process pool
+(`benchmarks/decode_only.py`). Both run as fresh processes, alternated round by round.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from datasets import make_jpeg_folder, make_photo_png_folder
+from timing import goal
+
+HERE = Path(__file__).resolve().parent
+
+
+def _timed(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def _race(commands: dict[str, list[str]], rounds: int) -> dict[str, list[float]]:
+    for command in commands.values():  # warm the file cache and numba's
+        _timed(command)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, command in commands.items():
+            times[name].append(_timed(command))
+    return times
+
+
+_PHASES = """
+import json, sys, time
+start = time.perf_counter()
+import normstats
+from normstats.engine.pipeline import run
+from normstats.sources import open_source
+imported = time.perf_counter()
+from normstats.maths import fused
+fused.warm(3)
+warmed = time.perf_counter()
+source = open_source(sys.argv[1])
+walked = time.perf_counter()
+run(source, workers=2)
+done = time.perf_counter()
+print(json.dumps({"imports": imported - start, "kernel": warmed - imported,
+                  "walk": walked - warmed, "decode and reduce": done - walked}))
+"""
+
+
+def _phases(folder: str) -> dict[str, float]:
+    """Where a fresh process's time goes: imports, loading the kernel, walk, the run."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _PHASES, folder], check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def bench_processes(quick: bool) -> dict:
+    """``normstats compute`` processes against decode-only processes, JPEG and PNG."""
+    script = str(Path(sys.executable).with_name("normstats"))
+    decode_only = [sys.executable, str(HERE / "decode_only.py")]
+    jpegs = 1_000 if quick else 10_000
+    pngs = 4_000 if quick else 20_000
+    jpeg_folder = str(make_jpeg_folder(jpegs, 256)[0].parent)
+    png_folder = str(make_photo_png_folder(pngs, 32)[0].parent.parent)
+    rounds = 2 if quick else 5
+    names = {
+        "jpeg_ours": f"normstats compute: {jpegs:,} JPEGs 256²",
+        "jpeg_ceiling": f"decode only (simplejpeg, Pool(2)): {jpegs:,} JPEGs 256²",
+        "png_ours": f"normstats compute: {pngs:,} PNGs 32² (57% with ICC profile)",
+        "png_ceiling": f"decode only (libpng, Pool(2)): {pngs:,} PNGs 32²",
+    }
+    commands = {
+        names["jpeg_ours"]: [script, "compute", jpeg_folder, "--no-cache", "--workers", "2"],
+        names["jpeg_ceiling"]: [*decode_only, "jpeg", jpeg_folder],
+        names["png_ours"]: [script, "compute", png_folder, "--no-cache", "--workers", "2"],
+        names["png_ceiling"]: [*decode_only, "png", png_folder],
+    }
+    times = _race(commands, rounds)
+    med = {name: statistics.median(values) for name, values in times.items()}
+    counts = {names["jpeg_ours"]: jpegs, names["jpeg_ceiling"]: jpegs,
+              names["png_ours"]: pngs, names["png_ceiling"]: pngs}
+    rows = [[name, med[name], [min(times[name]), max(times[name])], counts[name] / med[name]]
+            for name in commands]
+    phases = {kind: _phases(folder) for kind, folder in (("jpeg", jpeg_folder),
+                                                          ("png", png_folder))}
+    values = {"rounds": rounds, "jpegs": jpegs, "pngs": pngs,
+              **{f"{kind}_{name.split()[0]}": seconds for kind, parts in phases.items()
+                 for name, seconds in parts.items()},
+              "jpeg_share": med[names["jpeg_ceiling"]] / med[names["jpeg_ours"]],
+              "png_share": med[names["png_ceiling"]] / med[names["png_ours"]]}
+    table = {"columns": [["whole process", ""], ["median s", "{:.3f}"],
+                         ["min–max s", "{:.3f}"], ["images/s", "{:,.0f}"]], "rows": rows}
+    return {"title": "whole processes against the decode-only ceiling",
+            "tables": {"main": table}, "values": values,
+            "goals": [
+                goal(f"{jpegs:,} JPEGs 256², whole processes: ≥ 85% of the decode-only "
+                     "process", values["jpeg_share"], ">=", 0.85, "{:.1%}"),
+                goal(f"{pngs:,} photo-like PNGs 32², whole processes: ≥ 75% of the libpng "
+                     "decode-only process", values["png_share"], ">=", 0.75, "{:.1%}")]}
