@@ -42,6 +42,7 @@ import render  # noqa: E402
 from bench_dask import bench_dask  # noqa: E402
 from bench_datasets import bench_datasets  # noqa: E402
 from section_costs import bench_memory, bench_overhead  # noqa: E402
+from section_install import bench_install  # noqa: E402
 from section_layouts import bench_layouts  # noqa: E402
 from section_peers import bench_array, bench_folder, bench_png  # noqa: E402
 from section_processes import bench_processes  # noqa: E402
@@ -55,7 +56,7 @@ SECTIONS: dict[str, Callable[[bool], dict]] = {
     "overhead": bench_overhead, "memory": bench_memory, "normalize": bench_normalize,
     "cache": bench_cache, "distributed": bench_distributed, "datasets": bench_datasets,
     "dask": bench_dask, "startup": bench_startup, "layouts": bench_layouts,
-    "processes": bench_processes,
+    "processes": bench_processes, "install": bench_install,
 }
 PACKAGES = ("numpy", "dask", "distributed", "zarr", "PIL", "numba", "simplejpeg",
             "imagecodecs", "torch", "sklearn")

@@ -1,0 +1,76 @@
+"""Install weight, measured: a fresh virtual environment, ``pip install .``, sizes on disk.
+
+The base install (no extras) is what every user downloads; each distribution's size is
+the sum of the files its metadata lists (``importlib.metadata``), read inside that
+environment. Heavy distributions are listed with what they buy and the benchmark rows
+that show it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_SIZES = """
+import json, os
+from importlib import metadata
+sizes = {}
+for dist in metadata.distributions():
+    total = 0
+    for file in dist.files or ():
+        path = file.locate()
+        if os.path.isfile(path):
+            total += os.path.getsize(path)
+    sizes[dist.metadata["Name"]] = total
+print(json.dumps(sizes))
+"""
+
+#: What each heavy dependency buys, and where the benchmark README shows it.
+BUYS = {
+    "llvmlite": "numba's compiler (see numba)",
+    "numba": "the one-pass uint8 kernel: arrays section (normstats vs numpy), folder runs",
+    "imagecodecs": "libpng without Pillow's per-file overhead: the PNG folder rows",
+    "numpy": "every reduction",
+    "pillow": "every decode the fast paths do not take, and every error message",
+    "numcodecs": "zarr's codecs: the record cache",
+    "zarr": "the record cache (cache section: warm re-runs)",
+    "dask": "the task graphs of folders and Dask arrays (dask section)",
+    "simplejpeg": "libjpeg-turbo without Pillow's overhead: the JPEG folder rows",
+}
+
+_SKIP = {"pip", "setuptools", "normstats"}
+
+
+def bench_install(quick: bool) -> dict:
+    """The size of a fresh base install of normstats, per distribution."""
+    with tempfile.TemporaryDirectory(prefix="normstats-install-") as scratch:
+        venv = Path(scratch) / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        python = str(venv / "bin" / "python")
+        start = time.perf_counter()
+        subprocess.run([python, "-m", "pip", "install", "-q", str(ROOT)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seconds = time.perf_counter() - start
+        out = subprocess.run([python, "-c", _SIZES], check=True, capture_output=True,
+                             text=True)
+    sizes = {name: size for name, size in json.loads(out.stdout).items()
+             if name.lower() not in _SKIP}
+    total = sum(sizes.values())
+    ranked = sorted(sizes.items(), key=lambda item: -item[1])
+    rows = [[name, size / 2**20, size / total, BUYS.get(name.lower(), "")]
+            for name, size in ranked if size >= 5 * 2**20]
+    rest = sum(size for _, size in ranked if size < 5 * 2**20)
+    rows.append([f"{sum(1 for _, s in ranked if s < 5 * 2**20)} smaller distributions",
+                 rest / 2**20, rest / total, ""])
+    values = {"megabytes": total / 2**20, "distributions": len(sizes), "threshold_megabytes": 5,
+              "install_seconds": seconds}
+    table = {"columns": [["distribution", ""], ["MB", "{:.1f}"], ["share", "{:.0%}"],
+                         ["what it buys", ""]], "rows": rows}
+    return {"title": "install weight", "tables": {"main": table}, "values": values,
+            "goals": []}
