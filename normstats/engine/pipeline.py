@@ -9,6 +9,7 @@ when a graph or a cluster is used: a run over a handful of files does not pay fo
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -79,10 +80,15 @@ def run(source: Source | IterableSource, *, workers: int | None = None,
         elif scheduler is None and is_small(source):
             summary = _run_in_process(source.tasks(task_size, 1), bar)
         else:
+            from normstats.engine.kernel_choice import compiled_kernel_pays
             from normstats.engine.local_graph import run_graph
 
-            summary = run_graph(source, source.tasks(task_size, workers), workers, scheduler,
-                                bar)
+            # few pixels: numpy's passes finish before the compiled kernel would have loaded
+            kernels = contextlib.nullcontext() if compiled_kernel_pays(source) \
+                else fused.numpy_only()
+            with kernels:
+                summary = run_graph(source, source.tasks(task_size, workers), workers,
+                                    scheduler, bar)
     finally:
         bar.close()
     return Summary(skipped=tuple(source.skipped)).merge(summary)

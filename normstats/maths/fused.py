@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 __all__ = ["uint8_moments", "uint8_moments_into", "outputs", "available", "exponent_bins",
-           "numpy_only", "available_for", "warm", "LOAD_BYTES"]
+           "numpy_only", "available_for", "warm", "is_loaded", "LOAD_BYTES"]
 
 #: Inputs smaller than this never load the compiled kernels (numpy's passes over 1 MB take
 #: about a millisecond; loading the kernels ~0.6 s); once loaded they are used for all.
@@ -110,6 +110,17 @@ def _loaded_any() -> bool:
     return _compiled.cache_info().currsize > 0
 
 
+def is_loaded() -> bool:
+    """True once this process has loaded (or compiled) any of the kernels.
+
+    Examples
+    --------
+    >>> is_loaded() in (True, False)
+    True
+    """
+    return _loaded_any()
+
+
 def warm(channels: int = 3) -> bool:
     """Compile (or load) the kernel for ``channels`` now; True when it can be used.
 
@@ -120,6 +131,8 @@ def warm(channels: int = 3) -> bool:
     >>> warm(3) in (True, False)
     True
     """
+    if _NUMPY_ONLY and not _loaded_any():  # the run chose numpy's kernels: load nothing
+        return False
     return _compiled(KERNEL_NAMES.get(channels, LANES_KERNEL)) is not None
 
 

@@ -12,8 +12,9 @@ ignores it), taken only where Pillow would accept it (before the first IDAT,
 compression method 0, a profile that inflates within Pillow's text limit). Anything
 else (palettes, transparency chunks, 16-bit or sub-byte samples, interlacing,
 compressed text, damage, images over the pixel limit) returns None and goes through
-Pillow, so its pixels and its error messages are Pillow's. A differential fuzz test (tests/sources/decoding/test_png_fast.py) checks that a file
-the fast path accepts is one Pillow decodes to the same pixels.
+Pillow, so its pixels and its error messages are Pillow's. A differential fuzz test
+(tests/sources/decoding/test_png_fast.py) checks that a file the fast path accepts is
+one Pillow decodes to the same pixels.
 """
 
 from __future__ import annotations
