@@ -118,9 +118,9 @@ def _malloc_trim_setting() -> str | None:
 
 
 def warn_about_malloc_trim(client: Any) -> None:
-    """Say once per run when workers decode at half speed because of dask's malloc setting."""
+    """Say once per run when workers run with dask's malloc setting, which slows decoding."""
     settings = set(client.run(_malloc_trim_setting).values()) - {None}
     if settings:
-        log.warning("normstats: the Dask workers run with %s=%s, which halves image "
-                    "decoding speed; start them with it unset (docs/distributed.md)",
+        log.warning("normstats: the Dask workers run with %s=%s, which slows the decoding of "
+                    "images Pillow decodes; start them with it unset (docs/distributed.md)",
                     MALLOC_TRIM, ",".join(sorted(settings)))

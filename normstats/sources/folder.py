@@ -34,7 +34,7 @@ from normstats.sources.file_list import FileEntry, FileList
 from normstats.sources.walk import DUPLICATE, WalkResult, walk_images
 
 __all__ = ["FolderSource", "FolderTask", "ListedTask", "ListedFiles", "records_of_images",
-           "reduce_as_decoded", "file_task_ranges"]
+           "reduce_as_decoded", "file_task_ranges", "DecodingTask"]
 
 #: Images with fewer values are stacked so one vectorised call serves many of them
 #: (a numpy call costs ~14 µs); bigger ones are reduced in place, saving the copy.
@@ -72,20 +72,35 @@ class ListedTask:
         return dataclasses.replace(self, files=self.files[:count])
 
 
+class DecodingTask:
+    """What tasks that decode images one at a time share: ``run`` and ``decode_all`` from
+    their ``decoded(skipped, scratch)`` generator and their ``size``."""
+
+    size: int
+
+    def decoded(self, skipped: list[Skipped],
+                scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:
+        raise NotImplementedError
+
+    def run(self) -> TaskResult:
+        skipped: list[Skipped] = []
+        records = reduce_as_decoded(lambda scratch: self.decoded(skipped, scratch), self.size)
+        return TaskResult(records, tuple(skipped))
+
+    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
+        """Decode every image: (key, image) pairs, and what was skipped with its reason."""
+        skipped: list[Skipped] = []
+        return list(self.decoded(skipped)), tuple(skipped)
+
+
 @dataclass(frozen=True)
-class FolderTask(ListedTask):
+class FolderTask(DecodingTask, ListedTask):
     """Decode a run of files and return their per-image records."""
 
     root: str
     files: FileList
     policy: DecodePolicy
     fail_fast: bool = False
-
-    def run(self) -> TaskResult:
-        skipped: list[Skipped] = []
-        records = reduce_as_decoded(lambda scratch: self.decoded(skipped, scratch),
-                                    len(self.files))
-        return TaskResult(records, tuple(skipped))
 
     def decoded(self, skipped: list[Skipped],
                 scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:
@@ -103,12 +118,6 @@ class FolderTask(ListedTask):
                 skipped.append(Skipped(entry.path, error.reason))
                 continue
             yield entry.path, image
-
-    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
-        """Decode every file: (key, image) pairs, and the files skipped with their reason."""
-        skipped: list[Skipped] = []
-        decoded = list(self.decoded(skipped))
-        return decoded, tuple(skipped)
 
 
 def reduce_as_decoded(decode: Callable[[Scratch | None], Iterator[tuple[str, DecodedImage]]],

@@ -19,7 +19,7 @@ from typing import Any
 
 from normstats.errors import InvalidOptionError, NormstatsError, UnreadableInputError
 from normstats.maths.records import Skipped
-from normstats.sources.base import Task, TaskResult, split_evenly
+from normstats.sources.base import Task, split_evenly
 from normstats.sources.decoding.decode import (
     DecodedImage,
     DecodePolicy,
@@ -29,7 +29,7 @@ from normstats.sources.decoding.decode import (
     decode_file,
 )
 from normstats.sources.decoding.file_read import too_large_reason
-from normstats.sources.folder import reduce_as_decoded
+from normstats.sources.folder import DecodingTask
 
 __all__ = ["ParquetSource", "ParquetTask", "PARQUET_EXTENSIONS", "is_parquet"]
 
@@ -105,7 +105,7 @@ def image_column(schema: Any, path: str, column: str | None) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
-class ParquetTask:
+class ParquetTask(DecodingTask):
     """Decode rows ``start:stop`` of row group ``group`` of one Parquet file (whose first
     row is row ``first_row`` of the file)."""
 
@@ -122,16 +122,6 @@ class ParquetTask:
     @property
     def size(self) -> int:
         return self.stop - self.start
-
-    def run(self) -> TaskResult:
-        skipped: list[Skipped] = []
-        records = reduce_as_decoded(lambda scratch: self.decoded(skipped, scratch), self.size)
-        return TaskResult(records, tuple(skipped))
-
-    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
-        """Decode every row: (key, image) pairs, and the rows skipped with their reason."""
-        skipped: list[Skipped] = []
-        return list(self.decoded(skipped)), tuple(skipped)
 
     def decoded(self, skipped: list[Skipped],
                 scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from normstats.errors import NormstatsError, UnreadableInputError
 from normstats.maths.records import Skipped
-from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
+from normstats.sources.base import Task, default_task_size, split_evenly
 from normstats.sources.decoding.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
@@ -35,7 +35,7 @@ from normstats.sources.decoding.decode import (
     decode_bytes,
 )
 from normstats.sources.decoding.file_read import too_large_reason
-from normstats.sources.folder import reduce_as_decoded
+from normstats.sources.folder import DecodingTask
 from normstats.sources.tar_headers import Header, plain_headers
 
 __all__ = ["TarSource", "TarTask", "Member", "scan_shard", "read_shard_index"]
@@ -187,7 +187,7 @@ def read_shard_index(path: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class TarTask:
+class TarTask(DecodingTask):
     """Decode some image members of one shard and return their records."""
 
     path: str
@@ -199,17 +199,6 @@ class TarTask:
     @property
     def size(self) -> int:
         return len(self.members)
-
-    def run(self) -> TaskResult:
-        skipped: list[Skipped] = []
-        records = reduce_as_decoded(lambda scratch: self.decoded(skipped, scratch),
-                                    len(self.members))
-        return TaskResult(records, tuple(skipped))
-
-    def decode_all(self) -> tuple[list[tuple[str, DecodedImage]], tuple[Skipped, ...]]:
-        """Decode every member: (key, image) pairs, and the members skipped with their reason."""
-        skipped: list[Skipped] = []
-        return list(self.decoded(skipped)), tuple(skipped)
 
     def decoded(self, skipped: list[Skipped],
                 scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:

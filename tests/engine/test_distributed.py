@@ -270,6 +270,6 @@ def test_the_malloc_warning_is_for_runs_that_decode(client, folder, caplog):
             normstats.compute(np.zeros((4, 2, 2, 3), np.uint8), scheduler=client)
             assert "MALLOC_TRIM_THRESHOLD_" not in caplog.text
             normstats.compute(folder, scheduler=client, cache=False)
-        assert caplog.text.count("halves image decoding speed") == 1
+        assert caplog.text.count("which slows the decoding of images Pillow decodes") == 1
     finally:
         client.run(exec, "import os; os.environ.pop('MALLOC_TRIM_THRESHOLD_', None)")
