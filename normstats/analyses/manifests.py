@@ -8,9 +8,11 @@ manifests, keeps their paths inside the dataset root, checks checksums and compu
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import tomllib
+import zlib
 from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any
@@ -106,13 +108,31 @@ def verify_checksums(manifest: Manifest, root: str) -> list[str]:
             continue
         algo, digest = expected.split(":")
         actual = _digest(path, algo)
+        if actual != digest and name.endswith(".gz") and _whole_gzip(path):
+            # A copy compressed again has other bytes even with the same pixels; no
+            # checksum of the decompressed data is published, so, as for an extracted
+            # copy, the image count and the references check what it holds.
+            lines.append(f"{name}: {algo} differs from the published file, but it is one "
+                         "complete gzip stream (a copy compressed again?): its pixels are "
+                         "checked by the image count and the references, not by the checksum")
+            continue
         if actual != digest:
             raise NormstatsError(f"{algo} checksum mismatch: expected {digest}, got {actual} "
-                                 "(not the published file; a copy compressed again has other "
-                                 "bytes even with the same pixels: give the manifest the "
-                                 "extracted file or the original)", path=path)
+                                 "(not the published file, or a damaged download)", path=path)
         lines.append(f"{name}: {algo} ok")
     return lines
+
+
+def _whole_gzip(path: str) -> bool:
+    """True when ``path`` is a gzip stream that decompresses to its end with a right CRC
+    (a damaged download fails here; a re-compressed copy passes)."""
+    try:
+        with gzip.open(path, "rb") as stream:
+            while stream.read(1 << 20):
+                pass
+    except (OSError, EOFError, zlib.error):
+        return False
+    return True
 
 
 def _extracted_copy(manifest: Manifest, root: str, name: str) -> str | None:

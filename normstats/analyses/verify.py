@@ -153,7 +153,10 @@ def render_verification(result: Verification) -> str:
     failed = sum(not c.passed for c in deciding)
     summary = (f"{len(deciding) - failed} of {len(deciding)} reference(s) of this split pass"
                if deciding else "no published constants of this split to compare; checksums "
-                                "and the image count decide")
+                                "and the image count decide" if all(
+                   line.endswith(" ok") for line in result.checksums)
+               else "no published constants of this split to compare; the image count decides "
+                    "(see the checksum line above)")
     informational = len(result.checks) - len(deciding)
     if informational:
         summary += f"; {informational} informational reference(s) shown, not deciding"

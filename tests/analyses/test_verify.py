@@ -150,6 +150,22 @@ def test_a_correct_copy_of_a_test_split_passes_with_its_training_row_information
     _write_idx(root / "t10k-images-idx3-ubyte", digits[:9_999])
     short = CliRunner().invoke(main, ["verify", "mnist-test", "--root", str(root)])
     assert short.exit_code == 1 and "expects 10,000 images; 9,999" in short.output
+    (root / "t10k-images-idx3-ubyte").unlink()
+    import gzip
+    import struct
+
+    payload = struct.pack(">BBBBIII", 0, 0, 8, 3, *digits.shape) + digits.tobytes()
+    gz.write_bytes(gzip.compress(payload, compresslevel=1, mtime=12345))  # other bytes
+    again = CliRunner().invoke(main, ["verify", "mnist-test", "--root", str(root)])
+    assert again.exit_code == 0, again.output
+    assert "md5 differs from the published file, but it is one complete gzip stream" \
+        in again.output
+    assert "PASS: no published constants of this split to compare; the image count decides" \
+        in again.output
+    cut = gz.read_bytes()[:-20]  # a damaged download: the stream ends early
+    gz.write_bytes(cut)
+    damaged = CliRunner().invoke(main, ["verify", "mnist-test", "--root", str(root)])
+    assert damaged.exit_code == 1 and "md5 checksum mismatch" in damaged.output
 
 
 def test_verify_lists_skipped_files(tmp_path: Path, png_folder) -> None:
