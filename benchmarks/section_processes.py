@@ -40,6 +40,8 @@ _PHASES = """
 import json, sys, time
 start = time.perf_counter()
 import normstats
+from normstats import process_role
+process_role.OWN_PROCESS = True  # as in the normstats command's process
 from normstats.engine.kernel_choice import compiled_kernel_pays
 from normstats.engine.pipeline import run
 from normstats.sources import open_source

@@ -18,13 +18,17 @@ MAX_LINES = 350
 
 #: What each stage may import (besides itself). Arrows point one way:
 #: cli -> analyses -> engine -> maths <- sources; nn stands beside them on maths.
+# errors and process_role are leaves every stage may use: what went wrong, and whether
+# this process is normstats' own (the command line) or a library caller's
+_LEAVES = {"errors", "process_role"}
 ALLOWED = {
     "errors": set(),
-    "maths": {"errors"},
-    "sources": {"errors", "maths"},
-    "engine": {"errors", "maths", "sources"},
-    "analyses": {"errors", "maths", "sources", "engine"},
-    "nn": {"errors", "maths"},
+    "process_role": set(),
+    "maths": _LEAVES,
+    "sources": _LEAVES | {"maths"},
+    "engine": _LEAVES | {"maths", "sources"},
+    "analyses": _LEAVES | {"maths", "sources", "engine"},
+    "nn": _LEAVES | {"maths"},
 }
 
 

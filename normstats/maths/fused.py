@@ -92,9 +92,36 @@ def _compiled(name: str) -> Callable | None:
     notice.daemon = True
     notice.start()
     try:
-        return _warm(name, getattr(module, name))
+        from normstats import process_role
+
+        lean = _without_scipy_blas() if process_role.OWN_PROCESS else contextlib.nullcontext()
+        with lean:
+            return _warm(name, getattr(module, name))
     finally:
         notice.cancel()
+
+
+@contextlib.contextmanager
+def _without_scipy_blas() -> Iterator[None]:
+    """While numba initialises, ``import scipy.linalg`` fails (a ``None`` entry in
+    ``sys.modules`` is Python's way to refuse an import); afterwards it works again.
+
+    Used only in normstats' own process (`normstats.process_role`): numba's first kernel
+    load then skips its BLAS probe, which imports scipy.linalg (~0.2 s where scipy is
+    installed) for ``np.dot`` support that normstats' kernels never use. A library
+    caller's process is left as it is: its own numba code may need that support.
+    """
+    import sys
+
+    if "scipy.linalg" in sys.modules:
+        yield
+        return
+    sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if sys.modules.get("scipy.linalg", 0) is None:
+            del sys.modules["scipy.linalg"]
 
 
 def _warm(name: str, kernel: Callable) -> Callable | None:

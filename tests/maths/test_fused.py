@@ -108,3 +108,28 @@ def test_numpy_fallback_kernel_keeps_the_kernels_contract(shape, rng):
     low, high = extrema(stack)
     assert out[0].tolist() == (sums + 7).tolist() and out[1].tolist() == squares.tolist()
     assert out[2].tolist() == low.tolist() and out[3].tolist() == high.tolist()
+
+
+_LOAD = """
+import sys
+from normstats import process_role
+process_role.OWN_PROCESS = sys.argv[1] == "own"
+from normstats.maths import fused
+assert fused.warm(3)
+print("scipy.linalg" in sys.modules)
+import scipy.linalg  # importable again whatever happened during the load
+print(scipy.linalg.__name__)
+"""
+
+
+def test_the_command_line_loads_the_kernel_without_numbas_blas_probe():
+    """In normstats' own process numba's first load skips importing scipy.linalg (~0.2 s);
+    a library caller's process keeps numba's full initialisation."""
+    import subprocess
+    import sys
+
+    outputs = {role: subprocess.run([sys.executable, "-c", _LOAD, role], check=True,
+                                    capture_output=True, text=True).stdout.split()
+               for role in ("own", "library")}
+    assert outputs["own"] == ["False", "scipy.linalg"]
+    assert outputs["library"] == ["True", "scipy.linalg"]
