@@ -76,10 +76,11 @@ def main() -> None:
 def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--mode", type=click.Choice(_MODES, case_sensitive=False), default="RGB",
-                     show_default=True,
+                     show_default=True, metavar="[" + "|".join(_MODES) + "]",
                      help="Decode policy for image files: RGB as torchvision's loader; keep = "
                           "native channels and bit depth (16-bit stays 16-bit)."),
         click.option("--layout", type=click.Choice(_LAYOUTS, case_sensitive=False), default=None,
+                     metavar="[" + "|".join(_LAYOUTS) + "]",
                      help="Array layout (default: detected; see the docs)."),
         click.option("--scale", type=float, default=None,
                      help="Divide reported values by this (default: 255 for 8-bit, "

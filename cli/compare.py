@@ -70,6 +70,7 @@ def load_compared(spec: str, *, root: str | None = None, plot: bool = False,
 @click.option("--root", default=None, type=click.Path(exists=True, file_okay=False),
               help="Folder holding the files of datasets given as manifest names.")
 @click.option("--mode", type=click.Choice(("RGB", "L", "RGBA", "keep"), case_sensitive=False),
+              metavar="[RGB|L|RGBA|keep]",
               default="RGB",
               show_default=True, help="Decode policy for image files.")
 @click.option("--scale", type=float, default=None, help="Divide reported values by this.")
