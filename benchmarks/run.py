@@ -46,6 +46,7 @@ from section_install import bench_install  # noqa: E402
 from section_layouts import bench_layouts  # noqa: E402
 from section_peers import bench_array, bench_folder, bench_png  # noqa: E402
 from section_processes import bench_processes  # noqa: E402
+from section_scale import bench_scale  # noqa: E402
 from section_scripts import bench_cache, bench_distributed, bench_normalize  # noqa: E402
 from section_startup import bench_startup  # noqa: E402
 
@@ -56,7 +57,7 @@ SECTIONS: dict[str, Callable[[bool], dict]] = {
     "overhead": bench_overhead, "memory": bench_memory, "normalize": bench_normalize,
     "cache": bench_cache, "distributed": bench_distributed, "datasets": bench_datasets,
     "dask": bench_dask, "startup": bench_startup, "layouts": bench_layouts,
-    "processes": bench_processes, "install": bench_install,
+    "processes": bench_processes, "install": bench_install, "scale": bench_scale,
 }
 PACKAGES = ("numpy", "dask", "distributed", "zarr", "PIL", "numba", "simplejpeg",
             "imagecodecs", "torch", "sklearn")

@@ -1,0 +1,160 @@
+"""Toward internet scale: a million files listed, planned and cached, and ImageNet on paper.
+
+A tree of 1,000,000 tiny PNGs (4×4, 77 bytes: the files cost the walk and the cache what
+real files cost them, and decode in microseconds) in 1,000 class folders, and a tree of
+its first 100,000 (links to the same folders). Each measurement is a fresh process, so its
+peak resident memory (VmHWM) is its own: the listing and plan of each tree (does the cost
+per file stay flat from 100,000 to 1,000,000?), and on the million files a cold run that
+fills the record cache, the cache's size on disk, and a warm re-run. From the measured
+per-file costs and the JPEG folder rows, a projection for ImageNet-1k's training split.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from datasets import DATA, make_jpeg_folder
+
+#: ImageNet-1k's training split, and the mean pixels of its JPEGs (about 400×350).
+IMAGENET_IMAGES = 1_281_167
+IMAGENET_PIXELS = 400 * 350
+
+_LIST = """
+import json, sys, time
+from normstats.sources import FolderSource
+start = time.perf_counter()
+source = FolderSource(sys.argv[1])
+listed = time.perf_counter()
+tasks = source.tasks(workers=2)
+planned = time.perf_counter()
+peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+print(json.dumps({"files": len(source), "walk": listed - start, "plan": planned - listed,
+                  "tasks": len(tasks), "peak_mb": peak / 1024}))
+"""
+
+_RUN = """
+import json, sys, time
+import normstats
+start = time.perf_counter()
+stats = normstats.compute(sys.argv[1], cache=sys.argv[2], workers=2, progress=False)
+seconds = time.perf_counter() - start
+peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+print(json.dumps({"images": stats.images, "seconds": seconds, "peak_mb": peak / 1024,
+                  "cached": stats.images_cached, "decoded": stats.images_decoded}))
+"""
+
+
+def make_tree(count: int) -> Path:
+    """``count`` (a multiple of 1,000, at most 1,000,000) tiny PNGs in class folders.
+
+    100,000 distinct images (random 4×4 pixels) repeat every 100,000 files: records as
+    varied as real ones, so the cache compresses them no better than it would real data.
+    """
+    full = DATA / "million_pngs"
+    if not (full / "class_0999" / "0999999.png").exists():
+        from PIL import Image
+
+        rng = np.random.default_rng(11)
+        payloads = []
+        for _ in range(100_000):
+            buffer = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, (4, 4, 3), dtype=np.uint8)).save(buffer, "PNG")
+            payloads.append(buffer.getvalue())
+        for folder_index in range(1000):
+            folder = full / f"class_{folder_index:04d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(1000):
+                index = folder_index * 1000 + i
+                (folder / f"{index:07d}.png").write_bytes(payloads[index % len(payloads)])
+    if count == 1_000_000:
+        return full
+    part = DATA / f"million_pngs_first_{count}"
+    if not part.exists():
+        part.mkdir(parents=True)
+        for folder_index in range(count // 1000):  # folder links: the walk follows them
+            name = f"class_{folder_index:04d}"
+            os.symlink(full / name, part / name)
+    return part
+
+
+_DECODE = """
+import json, sys, time
+import normstats
+normstats.compute(sys.argv[1], workers=2, cache=False)  # warm: the kernel loaded, files cached
+start = time.perf_counter()
+stats = normstats.compute(sys.argv[1], workers=2, cache=False)
+print(json.dumps({"images": stats.images, "seconds": time.perf_counter() - start}))
+"""
+
+
+def _fresh(script: str, *arguments: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", script, *arguments], check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def bench_scale(quick: bool) -> dict:
+    """Listing, planning and caching 10⁵ and 10⁶ files; an ImageNet projection."""
+    big = 100_000 if quick else 1_000_000
+    small = big // 10
+    listings = {n: _fresh(_LIST, str(make_tree(n))) for n in (small, big)}
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="normstats-scale-") as scratch:
+        for n in (small, big):
+            cache = Path(scratch) / f"cache-{n}"
+            cold = _fresh(_RUN, str(make_tree(n)), str(cache))
+            runs[n] = (cold, _size(cache), _fresh(_RUN, str(make_tree(n)), str(cache)))
+            shutil.rmtree(cache, ignore_errors=True)
+    per_file = {n: listings[n]["walk"] / n * 1e6 for n in listings}
+    growth = per_file[big] / per_file[small]
+    rows = []
+    for n in (small, big):
+        cold, _, warm = runs[n]
+        rows += [[f"list and plan {n:,} files", listings[n]["walk"] + listings[n]["plan"],
+                  per_file[n], listings[n]["peak_mb"]],
+                 [f"cold run of {n:,} files, filling the record cache", cold["seconds"],
+                  cold["seconds"] / n * 1e6, cold["peak_mb"]],
+                 [f"warm re-run of {n:,} files, all from the cache", warm["seconds"],
+                  warm["seconds"] / n * 1e6, warm["peak_mb"]]]
+    cold, cache_bytes, warm = runs[big]
+    jpegs = make_jpeg_folder(2_000, 256)
+    decode = _fresh(_DECODE, str(jpegs[0].parent))
+    per_core = decode["seconds"] * 2 / decode["images"] * IMAGENET_PIXELS / (256 * 256)
+    values = {"small": small, "big": big, "walk_growth": growth,
+              "walk_us": per_file[big],
+              "peak_mb_per_million": listings[big]["peak_mb"] / big * 1e6,
+              "cold_peak_growth": (runs[big][0]["peak_mb"] - listings[big]["peak_mb"])
+              / max(1e-9, runs[small][0]["peak_mb"] - listings[small]["peak_mb"]) / 10,
+              "cache_bytes_per_image": cache_bytes / big, "cache_mb": cache_bytes / 2**20,
+              "warm_us": warm["seconds"] / big * 1e6, "cold_us": cold["seconds"] / big * 1e6,
+              "cold_peak_mb": cold["peak_mb"],
+              **_imagenet(per_core, per_file[big], warm["seconds"] / big)}
+    table = {"columns": [["fresh process", ""], ["seconds", "{:.2f}"],
+                         ["µs per file", "{:.1f}"], ["peak MB", "{:,.0f}"]], "rows": rows}
+    return {"title": "a million files", "tables": {"main": table}, "values": values,
+            "goals": []}
+
+
+def _imagenet(per_core: float, walk_us: float, warm_seconds_per_file: float) -> dict:
+    """ImageNet-1k on a cluster from the measured costs: ``per_core`` seconds of a core an
+    image (256² JPEGs measured here, scaled by pixels), the listing and the warm re-run of
+    the million-file tree."""
+    listing = walk_us * 1e-6 * IMAGENET_IMAGES
+    return {"imagenet_core_hours": per_core * IMAGENET_IMAGES / 3600,
+            "imagenet_listing_s": listing,
+            "imagenet_32_workers_min": (listing + per_core * IMAGENET_IMAGES / 32) / 60,
+            "imagenet_128_workers_min": (listing + per_core * IMAGENET_IMAGES / 128) / 60,
+            "imagenet_warm_min": warm_seconds_per_file * IMAGENET_IMAGES / 60,
+            "imagenet_ms_per_image_core": per_core * 1e3}
