@@ -172,7 +172,7 @@ def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Sour
     Image files are read as one listing, tar shards as one shard source, Parquet files
     as one Parquet source, anything else (folders, arrays, dataset files) on its own.
     """
-    paths = expand_paths(given)
+    paths = _union(expand_paths(given))
     if len(paths) == 1:
         return _open_path(paths[0], options)
     policy = policy_of(options["mode"], options["max_pixels"], options["max_file_bytes"])
@@ -195,6 +195,28 @@ def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Sour
         parts[0].description = description
         return parts[0]
     return ConcatSource(parts, description)
+
+
+def _union(paths: list[str]) -> list[str]:
+    """``paths`` with each file or folder once: a path named twice, or lying inside a
+    folder also named (``train/`` and ``train/*.tar``), is read with the first only.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp(); f = os.path.join(d, "a.png"); _ = open(f, "wb")
+    >>> _union([d, f, d]) == [d]
+    True
+    """
+    folders = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
+    kept, seen = [], set()
+    for path in paths:
+        real = os.path.realpath(path)
+        if real in seen or any(real.startswith(folder + os.sep) for folder in folders):
+            continue
+        seen.add(real)
+        kept.append(path)
+    return kept
 
 
 def _file_format(path: str, format: str | None) -> str | None:

@@ -212,3 +212,16 @@ def test_a_folder_of_both_shards_and_parquet_asks_which(tmp_path, images):
         normstats.compute(tmp_path / "d")
     os.remove(next((tmp_path / "d").glob("*.parquet")))
     assert normstats.compute(tmp_path / "d").images == 5
+
+
+def test_a_folder_and_paths_inside_it_count_each_image_once(tmp_path, images):
+    _write_shards(tmp_path / "wds", images[:10])
+    shards = normstats.compute([str(tmp_path / "wds"), str(tmp_path / "wds" / "*.tar"),
+                                str(tmp_path / "wds")])
+    assert_matches_oracle(shards, images[:10], 255)
+    (tmp_path / "photos" / "cats").mkdir(parents=True)
+    for i in range(10, 14):
+        Image.fromarray(images[i]).save(tmp_path / "photos" / "cats" / f"{i}.png")
+    folder = normstats.compute([str(tmp_path / "photos" / "cats" / "10.png"),
+                                str(tmp_path / "photos"), str(tmp_path / "photos" / "cats")])
+    assert_matches_oracle(folder, images[10:14], 255)
