@@ -176,11 +176,14 @@ def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Sour
     if len(paths) == 1:
         return _open_path(paths[0], options)
     policy = policy_of(options["mode"], options["max_pixels"], options["max_file_bytes"])
-    images = [p for p in paths if options["format"] in (None, "image") and is_image_file(p)]
-    rest = [p for p in paths if p not in set(images)]
-    kinds = {p: _file_format(p, options["format"]) for p in rest}
-    tars = [p for p in rest if kinds[p] == "tar" and not p.lower().endswith(".json")]
-    parquets = [p for p in rest if kinds[p] == "parquet"]
+    # one pass: a glob of 100,000 files is classified in linear time
+    grouped: dict[str, list[str]] = {"image": [], "tar": [], "parquet": [], "other": []}
+    for path in paths:
+        grouped[_group_of(path, options["format"])].append(path)
+    images = grouped["image"]  # the listing counts each physical file once
+    # shards are few: one per physical file, whatever spelling named it first
+    tars, parquets = (list({os.path.realpath(p): p for p in grouped[kind]}.values())
+                      for kind in ("tar", "parquet"))
     parts: list[Source] = []
     if images:
         parts.append(ImageFilesSource(images, policy, options["fail_fast"]))
@@ -189,7 +192,7 @@ def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Sour
     if parquets:
         parts.append(ParquetSource(parquets, policy, options["fail_fast"],
                                    options["image_key"]))
-    parts += [_open_path(p, options) for p in rest if p not in set(tars) | set(parquets)]
+    parts += [_open_path(p, options) for p in grouped["other"]]
     description = describe_paths(paths)
     if len(parts) == 1:
         parts[0].description = description
@@ -208,10 +211,13 @@ def _union(paths: list[str]) -> list[str]:
     >>> _union([d, f, d]) == [d]
     True
     """
+    paths = list(dict.fromkeys(paths))
     folders = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
+    if not folders:  # files only: the listing counts each physical file once itself
+        return paths
     kept, seen = [], set()
     for path in paths:
-        real = os.path.realpath(path)
+        real = os.path.realpath(path)  # ~30 µs: only when a folder may contain the path
         if real in seen or any(real.startswith(folder + os.sep) for folder in folders):
             continue
         seen.add(real)
@@ -219,13 +225,19 @@ def _union(paths: list[str]) -> list[str]:
     return kept
 
 
-def _file_format(path: str, format: str | None) -> str | None:
-    if format is not None or os.path.isdir(path) or not os.path.exists(path):
-        return format
-    try:
-        return detect_format(path)
-    except NormstatsError:
-        return None  # opened on its own below, where the error names it
+def _group_of(path: str, format: str | None) -> str:
+    """How `_open_paths` reads ``path``: with the image files, the tar shards, the Parquet
+    files, or on its own ("other": folders, arrays, dataset files, what is unknown)."""
+    if format in (None, "image") and is_image_file(path):
+        return "image"
+    if format is None and not os.path.isdir(path) and os.path.exists(path):
+        try:
+            format = detect_format(path)
+        except NormstatsError:
+            return "other"  # opened on its own, where the error names it
+    if format == "tar" and not path.lower().endswith(".json"):
+        return "tar"
+    return "parquet" if format == "parquet" else "other"
 
 
 def describe_paths(paths: list[str]) -> str:

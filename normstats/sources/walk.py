@@ -22,7 +22,7 @@ from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
 from normstats.sources.file_list import FileList, change_stamps
 from normstats.sources.heap import release_free_memory
 
-__all__ = ["WalkResult", "walk_images", "DUPLICATE"]
+__all__ = ["WalkResult", "walk_images", "list_named_files", "DUPLICATE"]
 
 #: How a second link to a file already listed begins its skip reason: not an error.
 DUPLICATE = "same file as"
@@ -93,7 +93,7 @@ def walk_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = 
             elif os.path.splitext(entry.name)[1].lower() not in IMAGE_EXTENSIONS:
                 ignored += 1
             else:
-                _stat_file(entry, rel, found, skipped)
+                _stat_file(entry.path, rel, found, skipped)
         pending.extend(reversed(subfolders))
     files = found.first_link_of_each_file(skipped)
     del found
@@ -102,6 +102,27 @@ def walk_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = 
     release_free_memory()
     skipped.sort(key=lambda s: s.path)
     return WalkResult(files, tuple(skipped), ignored)
+
+
+def list_named_files(root: str, relative_paths: list[str]) -> WalkResult:
+    """The files ``relative_paths`` under ``root``, listed as the walk lists files: regular
+    files only, each physical file once (other links named), sorted by path.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "b.png").write_bytes(b"x")
+    1
+    >>> [f.path for f in list_named_files(str(d), ["b.png", "b.png"]).files]
+    ['b.png']
+    """
+    found = _Found()
+    skipped: list[Skipped] = []
+    for rel in dict.fromkeys(relative_paths):  # a name given twice is one file
+        _stat_file(os.path.join(root, rel), rel, found, skipped)
+    files = found.first_link_of_each_file(skipped)
+    skipped.sort(key=lambda s: s.path)
+    return WalkResult(files, tuple(skipped), 0)
 
 
 def _scan(directory: Path, root: Path, skipped: list[Skipped]) -> list[os.DirEntry]:
@@ -125,9 +146,9 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def _stat_file(entry: os.DirEntry, rel: str, found: _Found, skipped: list[Skipped]) -> None:
+def _stat_file(path: str, rel: str, found: _Found, skipped: list[Skipped]) -> None:
     try:
-        info = os.stat(entry.path)  # not entry.stat(): that keeps the result in the entry
+        info = os.stat(path)  # not entry.stat(): that keeps the result in a DirEntry
     except OSError as error:  # a dangling symlink, or a file deleted during the walk
         skipped.append(Skipped(rel, f"cannot stat file: {error.strerror or error}"))
         return

@@ -219,6 +219,9 @@ def test_a_folder_and_paths_inside_it_count_each_image_once(tmp_path, images):
     shards = normstats.compute([str(tmp_path / "wds"), str(tmp_path / "wds" / "*.tar"),
                                 str(tmp_path / "wds")])
     assert_matches_oracle(shards, images[:10], 255)
+    first = str(tmp_path / "wds" / "shard-000000.tar")
+    twice = normstats.compute([first, str(tmp_path / "wds" / "." / "shard-000000.tar")])
+    assert_matches_oracle(twice, images[:5], 255)  # one shard, two spellings
     (tmp_path / "photos" / "cats").mkdir(parents=True)
     for i in range(10, 14):
         Image.fromarray(images[i]).save(tmp_path / "photos" / "cats" / f"{i}.png")

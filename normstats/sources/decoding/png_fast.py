@@ -19,6 +19,7 @@ one Pillow decodes to the same pixels.
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import threading
@@ -157,8 +158,13 @@ _PROFILE_LIMIT = 1024 * 1024
 
 def _pillow_reads_profile(body: memoryview) -> bool:
     """True when Pillow reads this iCCP body without an error: a name ended by NUL,
-    compression method 0, and a zlib stream that inflates completely within its limit."""
-    data = bytes(body)
+    compression method 0, and a zlib stream that inflates completely within its limit.
+    Photos of one camera or editor share their profile: each is inflated once."""
+    return _readable_profile(bytes(body))
+
+
+@functools.lru_cache(maxsize=64)
+def _readable_profile(data: bytes) -> bool:
     name_end = data.find(b"\0")
     if not 0 < name_end <= 79 or len(data) < name_end + 2 or data[name_end + 1] != 0:
         return False
