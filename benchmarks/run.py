@@ -59,7 +59,7 @@ SECTIONS: dict[str, Callable[[bool], dict]] = {
     "dask": bench_dask, "startup": bench_startup, "layouts": bench_layouts,
     "processes": bench_processes, "install": bench_install, "scale": bench_scale,
 }
-PACKAGES = ("numpy", "dask", "distributed", "zarr", "PIL", "numba", "simplejpeg",
+PACKAGES = ("numpy", "dask", "distributed", "zarr", "PIL", "simplejpeg",
             "imagecodecs", "torch", "sklearn")
 
 

@@ -33,8 +33,6 @@ print(json.dumps(sizes))
 
 #: What each heavy dependency buys, and where the benchmark README shows it.
 BUYS = {
-    "llvmlite": "numba's compiler (see numba)",
-    "numba": "the one-pass uint8 kernel: arrays section (normstats vs numpy), folder runs",
     "imagecodecs": "libpng without Pillow's per-file overhead: the PNG folder rows",
     "numpy": "every reduction",
     "pillow": "every decode the fast paths do not take, and every error message",

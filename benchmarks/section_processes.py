@@ -27,7 +27,7 @@ def _timed(command: list[str]) -> float:
 
 
 def _race(commands: dict[str, list[str]], rounds: int) -> dict[str, list[float]]:
-    for command in commands.values():  # warm the file cache and numba's
+    for command in commands.values():  # warm the file cache
         _timed(command)
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(rounds):
@@ -40,17 +40,13 @@ _PHASES = """
 import json, sys, time
 start = time.perf_counter()
 import normstats
-from normstats import process_role
-process_role.OWN_PROCESS = True  # as in the normstats command's process
-from normstats.engine.kernel_choice import compiled_kernel_pays
 from normstats.engine.pipeline import run
 from normstats.sources import open_source
 imported = time.perf_counter()
 source = open_source(sys.argv[1])
 walked = time.perf_counter()
 from normstats.maths import fused
-if compiled_kernel_pays(source):  # as run() decides: small images keep numpy's kernels
-    fused.warm(3)
+fused.available()  # imports the compiled kernel
 warmed = time.perf_counter()
 run(source, workers=2)
 done = time.perf_counter()

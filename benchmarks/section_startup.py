@@ -1,10 +1,10 @@
 """Start-up as a user waits for it: whole processes, timed in alternation.
 
 Every row is a fresh process, started the way a user starts it (the installed
-``normstats`` script, ``python -c``), so imports, the walk, loading the compiled kernel
-and the exit are all counted. The rows are measured in rounds, each round running every
-command once in turn, so a busy machine slows them alike; the floor is
-``python -c "import numpy"``, the least any numpy tool can cost.
+``normstats`` script, ``python -c``), so imports, the walk and the exit are all counted.
+The rows are measured in rounds, each round running every command once in turn, so a busy
+machine slows them alike; the floor is ``python -c "import numpy"``, the least any numpy
+tool can cost.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from datasets import DATA, make_jpeg_folder
 from timing import goal
 
 from normstats.engine import pipeline
-from normstats.maths import fused
 
 
 def _three_pngs() -> Path:
@@ -49,15 +48,12 @@ def bench_startup(quick: bool) -> dict:
     """`--help`, `import normstats`, a 3-image compute, and the first run after install."""
     script = str(Path(sys.executable).with_name("normstats"))
     three = str(_three_pngs())
-    # more than KERNEL_WORTH_BYTES of decoded pixels, so the run loads (or compiles) the
-    # compiled kernel: smaller runs keep numpy's kernels and never compile anything
     count = 1_500 if quick else 2_000
     jpegs = str(make_jpeg_folder(count, 256)[0].parent)
     rounds = 3 if quick else 7
     with tempfile.TemporaryDirectory(prefix="normstats-startup-") as scratch:
         cache = str(Path(scratch) / "records")
-        warm_kernels = str(Path(scratch) / "numba-warm")
-        env = {**os.environ, "NUMBA_CACHE_DIR": warm_kernels}
+        env = dict(os.environ)
         commands = {
             "python -c 'import numpy' (the floor)": [sys.executable, "-c", "import numpy"],
             "python -c 'import normstats'": [sys.executable, "-c", "import normstats"],
@@ -65,32 +61,31 @@ def bench_startup(quick: bool) -> dict:
             "normstats compute: 3 PNGs, no cache": [script, "compute", three, "--no-cache"],
             "normstats compute: 3 PNGs, warm record cache": [script, "compute", three,
                                                              "--cache", cache],
-            "normstats compute: JPEG folder, kernels loaded from numba's cache":
-                [script, "compute", jpegs, "--no-cache"],
+            "normstats compute: JPEG folder": [script, "compute", jpegs, "--no-cache"],
         }
-        first_run = "normstats compute: JPEG folder, first run after install (kernels compiled)"
-        for command in commands.values():  # warm the OS file cache, numba's and ours
+        first_run = "normstats compute: JPEG folder, first run (no bytecode cached)"
+        for command in commands.values():  # warm the OS file cache and ours
             _timed(command, env)
         times: dict[str, list[float]] = {name: [] for name in [*commands, first_run]}
         for round_ in range(rounds):
             for name, command in commands.items():
                 times[name].append(_timed(command, env))
-            fresh = {**env, "NUMBA_CACHE_DIR": str(Path(scratch) / f"numba-{round_}")}
-            times[first_run].append(_timed(commands[
-                "normstats compute: JPEG folder, kernels loaded from numba's cache"], fresh))
+            # Worse than a fresh install, which compiles the bytecode as it installs: every
+            # module of every package is compiled again from source.
+            fresh = {**env, "PYTHONPYCACHEPREFIX": str(Path(scratch) / f"pyc-{round_}")}
+            times[first_run].append(_timed(commands["normstats compute: JPEG folder"], fresh))
     med = {name: statistics.median(values) for name, values in times.items()}
     floor = med["python -c 'import numpy' (the floor)"]
     rows = [[name, med[name], [min(values), max(values)], med[name] / floor]
             for name, values in times.items()]
-    later = med["normstats compute: JPEG folder, kernels loaded from numba's cache"]
+    later = med["normstats compute: JPEG folder"]
     values = {"floor": floor, "help_ratio": med["normstats --help"] / floor,
               "import_seconds": med["python -c 'import normstats'"],
               "three_ratio": med["normstats compute: 3 PNGs, no cache"] / floor,
               "three_cached_ratio": med["normstats compute: 3 PNGs, warm record cache"] / floor,
               "first_vs_later": med[first_run] / later, "rounds": rounds,
               "jpegs": count,
-              "small_run_megabytes": pipeline.SMALL_RUN_BYTES / 2**20,
-              "notice_seconds": fused.COMPILE_NOTICE_SECONDS}
+              "small_run_megabytes": pipeline.SMALL_RUN_BYTES / 2**20}
     table = {"columns": [["whole process", ""], ["median s", "{:.3f}"],
                          ["min–max s", "{:.3f}"], ["× the floor", "{:.1f}×"]], "rows": rows}
     return {"title": "start-up, whole processes", "tables": {"main": table}, "values": values,

@@ -18,12 +18,10 @@ MAX_LINES = 350
 
 #: What each stage may import (besides itself). Arrows point one way:
 #: cli -> analyses -> engine -> maths <- sources; nn stands beside them on maths.
-# errors and process_role are leaves every stage may use: what went wrong, and whether
-# this process is normstats' own (the command line) or a library caller's
-_LEAVES = {"errors", "process_role"}
+# errors is a leaf every stage may use: what went wrong
+_LEAVES = {"errors"}
 ALLOWED = {
     "errors": set(),
-    "process_role": set(),
     "maths": _LEAVES,
     "sources": _LEAVES | {"maths"},
     "engine": _LEAVES | {"maths", "sources"},
@@ -145,7 +143,7 @@ def test_every_test_named_by_the_reliability_matrix_exists():
 
 
 @pytest.mark.slow
-def test_the_wheel_carries_the_command_line_and_every_manifest(tmp_path):
+def test_the_wheel_carries_the_command_line_the_kernel_and_every_manifest(tmp_path):
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
                             str(tmp_path), str(ROOT)], capture_output=True, text=True,
                            env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
@@ -159,6 +157,8 @@ def test_the_wheel_carries_the_command_line_and_every_manifest(tmp_path):
     assert len(manifests) > 8 and manifests <= names
     assert not any(name.startswith("cli/") or name.startswith("data_manifests/")
                    for name in names)
+    assert any(name.startswith("normstats/maths/_moments.") and name.endswith((".so", ".pyd"))
+               for name in names)  # the statistics kernel, compiled as the wheel is built
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "normstats = normstats_cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
@@ -166,7 +166,7 @@ def test_the_wheel_carries_the_command_line_and_every_manifest(tmp_path):
 def test_importing_the_package_loads_neither_numpy_nor_dask():
     """``import normstats`` is cheap: the public names load their stages on first use."""
     code = ("import sys, normstats; print(sorted(m for m in ('numpy', 'dask', 'PIL', 'zarr', "
-            "'numba', 'distributed') if m in sys.modules)); "
+            "'distributed') if m in sys.modules)); "
             "print(normstats.compute.__module__, normstats.DatasetStats.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()

@@ -9,7 +9,6 @@ when a graph or a cluster is used: a run over a handful of files does not pay fo
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,7 +18,6 @@ import numpy as np
 from normstats.engine.cluster import is_distributed
 from normstats.engine.progress import ProgressBar
 from normstats.errors import InvalidOptionError
-from normstats.maths import fused
 from normstats.maths.summary import Summary, summarize
 from normstats.sources.base import Source, Task, TaskResult
 from normstats.sources.iterable import IterableSource
@@ -80,23 +78,18 @@ def run(source: Source | IterableSource, *, workers: int | None = None,
         elif scheduler is None and is_small(source):
             summary = _run_in_process(source.tasks(task_size, 1), bar)
         else:
-            from normstats.engine.kernel_choice import compiled_kernel_pays
             from normstats.engine.local_graph import run_graph
 
-            # few pixels: numpy's passes finish before the compiled kernel would have loaded
-            kernels = contextlib.nullcontext() if compiled_kernel_pays(source) \
-                else fused.numpy_only()
-            with kernels:
-                summary = run_graph(source, source.tasks(task_size, workers), workers,
-                                    scheduler, bar)
+            summary = run_graph(source, source.tasks(task_size, workers), workers, scheduler,
+                                bar)
     finally:
         bar.close()
     return Summary(skipped=tuple(source.skipped)).merge(summary)
 
 
 #: A folder of at most this many bytes of image files, or an array of at most this many
-#: bytes, is read in the calling process with numpy's kernels: starting worker processes
-#: and loading the compiled kernel (~1 s together) would cost more than the work.
+#: bytes, is read in the calling process: starting worker processes and importing Dask
+#: would cost more than the work.
 SMALL_RUN_BYTES = 4 << 20
 
 
@@ -126,15 +119,14 @@ def is_small(source: Source) -> bool:
 
 
 def _run_in_process(tasks: Sequence[Task], bar: ProgressBar) -> Summary:
-    """The tasks one after the other in this process: no pool, no graph, numpy kernels."""
+    """The tasks one after the other in this process: no pool, no graph."""
     total = Summary()
-    with fused.numpy_only():
-        for task in tasks:
-            result = task.run()
-            if bar.on_result is not None:
-                bar.on_result(result)
-            total = total.merge(summarize(result.records, result.skipped))
-            bar.advance(result.images)
+    for task in tasks:
+        result = task.run()
+        if bar.on_result is not None:
+            bar.on_result(result)
+        total = total.merge(summarize(result.records, result.skipped))
+        bar.advance(result.images)
     return total
 
 

@@ -20,8 +20,6 @@ import warnings
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
-from normstats.maths import fused
-
 __all__ = ["process_pool"]
 
 
@@ -32,7 +30,6 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     Each worker dies with this process (`_worker_start`): a SIGKILLed run leaves no
     orphan decoding on, and none holding the record cache's lock.
     """
-    fused.warm(3)  # load the RGB kernel (the default mode's) once here: forked workers inherit it
     method = "fork" if sys.platform.startswith("linux") else "spawn"
     # Frozen objects are skipped by the workers' garbage collector, so the parent's file
     # list is not copied page by page into every worker. Unfreezing afterwards thaws every

@@ -2,185 +2,91 @@
 
 8-bit images are what most datasets hold, and for them the statistics must cost little
 next to decoding. numpy needs four passes (a float copy, two matrix products, min, max);
-the numba kernels (`normstats.maths.fused_kernels`) read each byte once. Grey and RGB images
-have dedicated kernels with one uint32 accumulator per channel, which LLVM vectorises
-(~2.5 GB/s a core, 2x the lanes); other channel counts accumulate in int32 *lanes*, 96 of them (a
-multiple of 1, 2, 3 and 4 channels, so lane ``l`` always holds channel ``l % C``).
-Accumulators are flushed into int64 before they could overflow. Integer arithmetic
-throughout: results are exact and identical to `normstats.maths.image_moments`.
+the C kernel `normstats.maths._moments`, compiled when normstats is installed, reads each
+byte once: each image row is cut into blocks of 96 bytes (a multiple of 1, 2, 3 and 4
+channels, so lane ``l`` always holds channel ``l % C``) whose lanes update uint32 sums and
+sums of squares and uint8 extremes, a loop the compiler turns into SIMD code (~20 GB/s a
+core on 256² images here, ~9 GB/s on 32² ones). Accumulators are flushed into int64 before
+they could overflow. Integer arithmetic throughout: results are exact and identical to
+`normstats.maths.image_moments`.
 
-numba is imported lazily; without it (or for other dtypes) the numpy kernels are used.
+Loading it is an ordinary import of a few kilobytes: no compiler runs at run time, and a
+run of three images pays nothing for it. An installation without it (a source tree used
+without ``pip install``) says so once and falls back to numpy's passes, which give the
+same results more slowly.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from types import ModuleType
 
 import numpy as np
 
 __all__ = ["uint8_moments", "uint8_moments_into", "outputs", "available", "exponent_bins",
-           "numpy_only", "available_for", "warm", "is_loaded", "LOAD_BYTES"]
+           "MISSING_NOTICE"]
 
-#: Inputs smaller than this never load the compiled kernels (numpy's passes over 1 MB take
-#: about a millisecond; loading the kernels ~0.6 s); once loaded they are used for all.
-LOAD_BYTES = 1 << 20
-
-#: Set by `numpy_only` while a handful of images is reduced: importing numba and loading
-#: the compiled kernel from its cache costs ~0.6 s, numpy's passes over a few images
-#: microseconds.
-_NUMPY_ONLY = False
-
-
-@contextlib.contextmanager
-def numpy_only() -> Iterator[None]:
-    """Within the block, use the numpy kernels unless the compiled one is loaded already.
-
-    Examples
-    --------
-    >>> with numpy_only():
-    ...     _ = available()
-    """
-    global _NUMPY_ONLY
-    before, _NUMPY_ONLY = _NUMPY_ONLY, True
-    try:
-        yield
-    finally:
-        _NUMPY_ONLY = before
-
-#: Loading a kernel from numba's cache takes well under this; compiling one (the first run
-#: after an install or an upgrade) takes ~1 s here, longer on slow machines, which the user
-#: is then told about.
-COMPILE_NOTICE_SECONDS = 1.5
-
-
-COMPILE_NOTICE = ("normstats: compiling the statistics kernel for this installation (once, a "
-                  "few seconds; later runs load it from numba's cache)")
-
-
-def _say_compiling() -> None:
-    logging.getLogger("normstats.maths.fused").warning(COMPILE_NOTICE)
-
-
-#: The kernel of each channel count by name in `normstats.maths.fused_kernels` (others:
-#: the lanes kernel). Each is compiled (or loaded from numba's cache) only when a run first
-#: meets its channel count: an RGB folder never pays for the grey and lanes kernels.
-KERNEL_NAMES = {1: "grey_moments", 3: "rgb_moments"}
-LANES_KERNEL = "stack_moments"
+MISSING_NOTICE = ("normstats: the compiled statistics kernel is missing from this installation "
+                  "(reinstall with `pip install normstats`); using numpy's slower passes")
 
 
 @functools.cache
-def _kernel_module():
-    """`normstats.maths.fused_kernels` (imports numba), or None without numba."""
+def _extension() -> ModuleType | None:
+    """`normstats.maths._moments`, or None (said once) when it was not built."""
     try:
-        from normstats.maths import fused_kernels
+        from normstats.maths import _moments
     except ImportError:
+        logging.getLogger("normstats.maths.fused").warning(MISSING_NOTICE)
         return None
-    return fused_kernels
+    return _moments
 
 
-@functools.cache
-def _compiled(name: str) -> Callable | None:
-    """The kernel ``name``, warmed up on a tiny input; None without numba or on any failure."""
-    module = _kernel_module()
-    if module is None:
-        return None
-    notice = threading.Timer(COMPILE_NOTICE_SECONDS, _say_compiling)
-    notice.daemon = True
-    notice.start()
-    try:
-        from normstats import process_role
-
-        lean = _without_scipy_blas() if process_role.OWN_PROCESS else contextlib.nullcontext()
-        with lean:
-            return _warm(name, getattr(module, name))
-    finally:
-        notice.cancel()
-
-
-@contextlib.contextmanager
-def _without_scipy_blas() -> Iterator[None]:
-    """While numba initialises, ``import scipy.linalg`` fails (a ``None`` entry in
-    ``sys.modules`` is Python's way to refuse an import); afterwards it works again.
-
-    Used only in normstats' own process (`normstats.process_role`): numba's first kernel
-    load then skips its BLAS probe, which imports scipy.linalg (~0.2 s where scipy is
-    installed) for ``np.dot`` support that normstats' kernels never use. A library
-    caller's process is left as it is: its own numba code may need that support.
-    """
-    import sys
-
-    if "scipy.linalg" in sys.modules:
-        yield
-        return
-    sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        if sys.modules.get("scipy.linalg", 0) is None:
-            del sys.modules["scipy.linalg"]
-
-
-def _warm(name: str, kernel: Callable) -> Callable | None:
-    channels = next((c for c, known in KERNEL_NAMES.items() if known == name), 3)
-    try:
-        kernel(np.zeros((1, 3 * channels), np.uint8), *outputs(1, channels))
-    except Exception:  # noqa: BLE001 - any numba failure means: use the numpy kernels
-        return None
-    return kernel
-
-
-def _loaded_any() -> bool:
-    return _compiled.cache_info().currsize > 0
-
-
-def is_loaded() -> bool:
-    """True once this process has loaded (or compiled) any of the kernels.
+def available() -> bool:
+    """True when the compiled kernel is installed (it is built with normstats).
 
     Examples
     --------
-    >>> is_loaded() in (True, False)
+    >>> available()
     True
     """
-    return _loaded_any()
+    return _extension() is not None
 
 
-def warm(channels: int = 3) -> bool:
-    """Compile (or load) the kernel for ``channels`` now; True when it can be used.
-
-    Called before forking workers, so they inherit it instead of each loading it.
+def exponent_bins() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+    """The compiled significand binning of `normstats.maths.exact`: ``(bits, low_sums,
+    high_sums)``, int64 arrays (rows, columns) and (2048, columns); None without the kernel.
 
     Examples
     --------
-    >>> warm(3) in (True, False)
-    True
+    >>> import numpy as np
+    >>> bins = exponent_bins()
+    >>> low, high = np.zeros((2048, 1), np.int64), np.zeros((2048, 1), np.int64)
+    >>> bins(np.array([[1.5]]).view(np.int64), low, high)
+    >>> int(low[1023, 0]), int(high[1023, 0])  # 1.5 = (2**52 + 2**51) · 2**-52
+    (0, 50331648)
     """
-    if _NUMPY_ONLY and not _loaded_any():  # the run chose numpy's kernels: load nothing
-        return False
-    return _compiled(KERNEL_NAMES.get(channels, LANES_KERNEL)) is not None
-
-
-@functools.cache
-def exponent_bins() -> Callable | None:
-    """The compiled significand binning of `normstats.maths.exact`, warmed up (None: no numba)."""
-    module = _kernel_module()
+    module = _extension()
     if module is None:
         return None
-    try:
-        module.exponent_bins(np.zeros((1, 1), np.int64), *(np.zeros((2048, 1), np.int64),) * 2)
-    except Exception:  # noqa: BLE001 - any numba failure means: use numpy's bincount
-        return None
-    return module.exponent_bins
+
+    def binned(bits: np.ndarray, low_sums: np.ndarray, high_sums: np.ndarray) -> None:
+        module.exponent_bins(np.ascontiguousarray(bits, np.int64), bits.shape[1],
+                             low_sums, high_sums)
+    return binned
 
 
 def _kernel(channels: int) -> Callable:
-    """The kernel for ``channels``: dedicated ones for grey and RGB, lanes for the rest;
-    the numpy kernel when that one cannot be compiled."""
-    kernel = _compiled(KERNEL_NAMES.get(channels, LANES_KERNEL))
-    return kernel if kernel is not None else _numpy_kernel
+    """The kernel: the compiled one, or numpy's passes when it is missing."""
+    module = _extension()
+    if module is None:
+        return _numpy_kernel
+
+    def compiled(flat: np.ndarray, sums: np.ndarray, squares: np.ndarray, lows: np.ndarray,
+                 highs: np.ndarray) -> None:
+        module.moments(flat, sums.shape[0], channels, sums, squares, lows, highs)
+    return compiled
 
 
 def _numpy_kernel(flat: np.ndarray, sums: np.ndarray, squares: np.ndarray, lows: np.ndarray,
@@ -199,28 +105,6 @@ def outputs(n: int, channels: int) -> tuple[np.ndarray, ...]:
     """Per-image, per-channel accumulators: sums and squares at 0, min at 255, max at 0."""
     return (np.zeros((n, channels), np.int64), np.zeros((n, channels), np.int64),
             np.full((n, channels), 255, np.uint8), np.zeros((n, channels), np.uint8))
-
-
-def available() -> bool:
-    """True when numba is installed and the compiled kernel can be used (and, inside
-    `numpy_only`, is loaded already)."""
-    if _NUMPY_ONLY and not _loaded_any():
-        return False
-    return _kernel_module() is not None
-
-
-def available_for(nbytes: int) -> bool:
-    """`available`, but for an input of ``nbytes`` below `LOAD_BYTES` only if the kernels
-    are loaded already.
-
-    Examples
-    --------
-    >>> available_for(10) in (True, False)
-    True
-    """
-    if nbytes < LOAD_BYTES and not _loaded_any():
-        return False
-    return available()
 
 
 def uint8_moments(stack: np.ndarray) -> tuple[np.ndarray, ...]:

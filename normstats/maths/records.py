@@ -165,7 +165,7 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
     """
     n, h, w, _ = stack.shape
     pixels = np.full(n, h * w, dtype=np.int64)
-    if stack.dtype == np.uint8 and fused.available_for(stack.nbytes):
+    if stack.dtype == np.uint8 and fused.available():
         sums, sums_sq, low, high = fused.uint8_moments(stack)
         return IntegerRecords(dtype="uint8", channel_names=_names(stack, channel_names),
                               keys=tuple(keys), pixels=pixels, minimum=low, maximum=high,

@@ -92,7 +92,7 @@ def test_fixed_sum_spans_every_exponent_at_once(rng):
         assert Fraction(totals[c], 2**FIXED_BITS) == sum(Fraction(v) for v in values[:, c])
 
 
-def test_numpy_binning_without_numba_gives_the_same_exact_sums(rng, monkeypatch):
+def test_numpy_binning_without_the_compiled_kernel_gives_the_same_exact_sums(rng, monkeypatch):
     from normstats.maths import fused
 
     values = np.concatenate([_photo_like_stds(rng, 500),

@@ -5,11 +5,11 @@ from normstats.maths import fused
 from normstats.maths.image_moments import extrema, integer_sums
 
 
-def test_numba_a_hard_dependency_compiles_the_kernel():
-    """numba is a dependency: a broken install fails here (and below) instead of skipping."""
-    import numba  # noqa: F401 - the import itself is the check
+def test_the_compiled_kernel_is_built_with_the_install():
+    """The kernel is compiled by ``pip install``: a broken build fails here, never skips."""
+    from normstats.maths import _moments
 
-    assert fused.available()
+    assert fused.available() and callable(_moments.moments)
 
 
 @pytest.mark.parametrize("shape", [(3, 5, 7, 3), (2, 1, 1, 1), (1, 33, 31, 4), (2, 9, 11, 2),
@@ -27,12 +27,13 @@ def test_compiled_kernel_equals_the_numpy_kernels(shape, rng):
 
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
 def test_accumulators_never_overflow_at_the_maximum(channels):
-    # 1.1 M values of 255 per channel: int32 lanes and the uint32 sums of squares of the
-    # grey and RGB kernels (2**32 / 255² ≈ 66,000 pixels) must be flushed in time.
-    stack = np.full((1, 1100, 1000, channels), 255, dtype=np.uint8)
+    # 6.7 M values of 255 per channel: each uint32 lane of squares holds 65,536 blocks of
+    # 96 bytes (65,536 · 255² < 2**32) and must be flushed before the 65,537th; this image
+    # has 70,000 · C blocks.
+    stack = np.full((1, 7000, 960, channels), 255, dtype=np.uint8)
     sums, squares, low, high = fused.uint8_moments(stack)
-    assert squares.tolist() == [[255**2 * 1100 * 1000] * channels]
-    assert sums.tolist() == [[255 * 1100 * 1000] * channels]
+    assert squares.tolist() == [[255**2 * 7000 * 960] * channels]
+    assert sums.tolist() == [[255 * 7000 * 960] * channels]
     assert low.tolist() == high.tolist() == [[255.0] * channels]
 
 
@@ -51,52 +52,9 @@ def test_strided_input_is_handled():
     assert fused.uint8_moments(stack)[0].tolist() == integer_sums(stack)[0].tolist()
 
 
-def test_a_slow_kernel_load_says_it_is_compiling_once(monkeypatch, caplog):
-    """The first run after an install compiles: one line says so; a load from numba's
-    cache, well under the notice delay, says nothing."""
-    import logging
-    import time
-
-    from normstats.maths import fused as fused_module
-
-    real_warm = fused_module._warm
-    monkeypatch.setattr(fused_module, "COMPILE_NOTICE_SECONDS", 0.05)
-    monkeypatch.setattr(fused_module, "_warm",
-                        lambda name, kernel: time.sleep(0.5) or real_warm(name, kernel))
-    fused_module._compiled.cache_clear()
-    try:
-        with caplog.at_level(logging.WARNING, logger="normstats.maths.fused"):
-            assert fused_module.warm(3)
-            assert fused_module.warm(3)  # cached: no second load, no line
-        assert [r.getMessage() for r in caplog.records] == [fused_module.COMPILE_NOTICE]
-        caplog.clear()
-        monkeypatch.setattr(fused_module, "_warm", real_warm)
-        monkeypatch.setattr(fused_module, "COMPILE_NOTICE_SECONDS", 5.0)
-        fused_module._compiled.cache_clear()
-        with caplog.at_level(logging.WARNING, logger="normstats.maths.fused"):
-            fused_module.warm(3)
-        assert caplog.records == []
-    finally:
-        fused_module._compiled.cache_clear()
-
-
-def test_only_the_kernel_a_run_needs_is_loaded(monkeypatch):
-    """An RGB run loads the RGB kernel only: the grey and lanes kernels cost nothing."""
-    from normstats.maths import fused as fused_module
-
-    fused_module._compiled.cache_clear()
-    try:
-        fused.uint8_moments(np.zeros((1, 2, 2, 3), np.uint8))
-        assert fused_module._compiled.cache_info().currsize == 1
-        fused.uint8_moments(np.zeros((1, 2, 2, 2), np.uint8))  # lanes
-        assert fused_module._compiled.cache_info().currsize == 2
-    finally:
-        fused_module._compiled.cache_clear()
-
-
 @pytest.mark.parametrize("shape", [(3, 5, 7, 3), (2, 1, 1, 1), (1, 9, 11, 2)])
 def test_numpy_fallback_kernel_keeps_the_kernels_contract(shape, rng):
-    """Used when numba cannot compile a kernel: same accumulate-into-outputs contract."""
+    """Used when the compiled kernel is missing: same accumulate-into-outputs contract."""
     from normstats.maths import fused as fused_module
 
     stack = rng.integers(0, 256, size=shape, dtype=np.uint8)
@@ -110,26 +68,63 @@ def test_numpy_fallback_kernel_keeps_the_kernels_contract(shape, rng):
     assert out[2].tolist() == low.tolist() and out[3].tolist() == high.tolist()
 
 
-_LOAD = """
-import sys
-from normstats import process_role
-process_role.OWN_PROCESS = sys.argv[1] == "own"
-from normstats.maths import fused
-assert fused.warm(3)
-print("scipy.linalg" in sys.modules)
-import scipy.linalg  # importable again whatever happened during the load
-print(scipy.linalg.__name__)
-"""
+@pytest.mark.parametrize("channels", [5, 7, 128])
+def test_unusual_channel_counts_keep_every_lane_on_its_channel(channels, rng):
+    """96 is not a multiple of 5 or 7: the lane count is then the largest multiple of C."""
+    stack = rng.integers(0, 256, size=(2, 13, 11, channels), dtype=np.uint8)
+    sums, squares, low, high = fused.uint8_moments(stack)
+    expected_sums, expected_squares = integer_sums(stack)
+    assert sums.tolist() == expected_sums.tolist()
+    assert squares.tolist() == expected_squares.tolist()
+    assert low.tolist() == extrema(stack)[0].tolist()
 
 
-def test_the_command_line_loads_the_kernel_without_numbas_blas_probe():
-    """In normstats' own process numba's first load skips importing scipy.linalg (~0.2 s);
-    a library caller's process keeps numba's full initialisation."""
-    import subprocess
-    import sys
+def test_the_kernel_refuses_buffers_of_the_wrong_size_instead_of_overrunning_them():
+    from normstats.maths import _moments
 
-    outputs = {role: subprocess.run([sys.executable, "-c", _LOAD, role], check=True,
-                                    capture_output=True, text=True).stdout.split()
-               for role in ("own", "library")}
-    assert outputs["own"] == ["False", "scipy.linalg"]
-    assert outputs["library"] == ["True", "scipy.linalg"]
+    images = np.zeros((2, 12), np.uint8)
+    sums, squares, lows, highs = fused.outputs(2, 3)
+    with pytest.raises(ValueError, match="sums holds 8 bytes"):
+        _moments.moments(images, 2, 3, sums[:1, :1], squares, lows, highs)
+    with pytest.raises(ValueError, match="whole number of pixels"):
+        _moments.moments(np.zeros((2, 13), np.uint8), 2, 3, sums, squares, lows, highs)
+    with pytest.raises(ValueError, match="rows of equal size"):
+        _moments.moments(np.zeros(25, np.uint8), 2, 3, sums, squares, lows, highs)
+    with pytest.raises(ValueError, match="channels"):
+        _moments.moments(images, 2, 0, sums, squares, lows, highs)
+    with pytest.raises(TypeError):  # a read-only output
+        _moments.moments(images, 2, 3, b"\0" * 48, squares, lows, highs)
+    with pytest.raises(ValueError, match="low_sums holds"):
+        _moments.exponent_bins(np.zeros((3, 2), np.int64), 2, np.zeros(4, np.int64),
+                               np.zeros((2048, 2), np.int64))
+
+
+def test_a_missing_kernel_is_said_once_and_numpy_gives_the_same_answer(monkeypatch, caplog, rng):
+    """A source tree used without ``pip install`` has no compiled kernel: one line says so
+    and numpy's passes answer, bit for bit."""
+    import builtins
+    import logging
+
+    stack = rng.integers(0, 256, size=(3, 9, 7, 3), dtype=np.uint8)
+    expected = fused.uint8_moments(stack)
+    real_import = builtins.__import__
+
+    def without_kernel(name, globals=None, locals=None, fromlist=(), level=0):
+        if fromlist and "_moments" in fromlist:
+            raise ImportError("no compiled kernel in this tree")
+        return real_import(name, globals, locals, fromlist, level)
+
+    monkeypatch.setattr(builtins, "__import__", without_kernel)
+    fused._extension.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="normstats.maths.fused"):
+            assert not fused.available()
+            got = fused.uint8_moments(stack)
+            fused.uint8_moments(stack)
+        assert [r.getMessage() for r in caplog.records] == [fused.MISSING_NOTICE]
+        assert fused.exponent_bins() is None
+    finally:
+        monkeypatch.setattr(builtins, "__import__", real_import)
+        fused._extension.cache_clear()
+    assert [a.tolist() for a in got] == [a.tolist() for a in expected]
+    assert fused.available()
