@@ -144,15 +144,60 @@ def bench_datasets(quick: bool) -> dict:
               "user_dataset_vs_folder": med[USER_DATASET] / med[FOLDER] - 1,
               "data_loader_vs_image_folder":
                   med["DataLoader(num_workers=2) + float64"] / med[IMAGE_FOLDER]}
+    processes = _whole_processes(root, 1 if quick else 3)
+    values["process_data_loader_vs_image_folder"] = \
+        processes["medians"][PROCESS_DATA_LOADER] / processes["medians"][PROCESS_IMAGE_FOLDER]
+    values["process_forum_vs_image_folder"] = \
+        processes["medians"][PROCESS_FORUM] / processes["medians"][PROCESS_IMAGE_FOLDER]
+    values["process_rounds"] = processes["rounds"]
     goals = [goal(f"compute(ds) of an ImageFolder-shaped dataset, {count:,} JPEGs 256²: ≥ 3× "
                   "the forum recipe", values["forum_vs_image_folder"], ">=", 3, "{:.1f}×"),
              goal("same: within 25% of compute(folder)", values["image_folder_vs_folder"],
                   "<=", 0.25, "{:+.1%}")]
     return {"title": f"map-style datasets over {count:,} photo-like JPEGs 256×256",
-            "tables": {"main": peer_table(rows, count, IMAGE_FOLDER)},
+            "tables": {"main": peer_table(rows, count, IMAGE_FOLDER),
+                       "processes": processes["table"]},
             "values": values, "goals": goals}
 
 
+def _whole_processes(root: Path, rounds: int) -> dict:
+    """The same peers as fresh processes (`dataset_processes.py`), alternated round by
+    round, beside ``normstats compute FOLDER``: what each user waits for, imports included."""
+    import statistics
+    import subprocess
+    import time
+
+    here = Path(__file__).resolve().parent
+    script = [sys.executable, str(here / "dataset_processes.py")]
+    commands = {
+        PROCESS_IMAGE_FOLDER: [*script, "image-folder", str(root)],
+        "process: normstats.compute(user Dataset)": [*script, "user-dataset", str(root)],
+        "process: normstats compute FOLDER --no-cache":
+            [str(Path(sys.executable).with_name("normstats")), "compute", str(root),
+             "--no-cache"],
+        PROCESS_DATA_LOADER: [*script, "data-loader", str(root)],
+        PROCESS_FORUM: [*script, "forum", str(root)],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, command in commands.items():
+            start = time.perf_counter()
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            times[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    base = medians[PROCESS_IMAGE_FOLDER]
+    rows = [[name, medians[name], [min(values), max(values)], medians[name] / base]
+            for name, values in times.items()]
+    table = {"columns": [["whole process", ""], ["median s", "{:.3f}"],
+                         ["min–max s", "{:.3f}"], ["× normstats.compute(ImageFolder)",
+                                                   "{:.1f}×"]], "rows": rows}
+    return {"medians": medians, "table": table, "rounds": rounds}
+
+
+PROCESS_IMAGE_FOLDER = "process: normstats.compute(ImageFolder-shaped dataset)"
+PROCESS_DATA_LOADER = "process: DataLoader(num_workers=2) + float64"
+PROCESS_FORUM = "process: forum recipe over the dataset"
 IMAGE_FOLDER = "normstats, ImageFolder-shaped dataset"
 USER_DATASET = "normstats, user Dataset (PIL items)"
 FOLDER = "normstats, the folder"

@@ -27,7 +27,7 @@ __all__ = ["WalkResult", "walk_images", "list_named_files", "DUPLICATE"]
 #: How a second link to a file already listed begins its skip reason: not an error.
 DUPLICATE = "same file as"
 
-_INT64 = np.iinfo(np.int64)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,9 @@ class _Found:
 
 def _saturated(time_ns: int) -> int:
     """A time as an int64: dates before 1677 or after 2262 saturate (they only key caches)."""
-    return min(max(time_ns, int(_INT64.min)), int(_INT64.max))
+    if _INT64_MIN <= time_ns <= _INT64_MAX:  # all but the strangest files: one comparison
+        return time_ns
+    return _INT64_MIN if time_ns < 0 else _INT64_MAX
 
 
 def _first_of_each_identity(devices: np.ndarray, inodes: np.ndarray) -> np.ndarray:
