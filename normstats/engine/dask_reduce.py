@@ -24,7 +24,6 @@ import numpy as np
 from dask.delayed import Delayed, delayed
 
 from normstats.engine.cluster import connect, is_distributed
-from normstats.engine.local_graph import local_scheduler
 from normstats.engine.pipeline import default_workers
 from normstats.engine.process_pool import process_pool
 from normstats.errors import InvalidOptionError
@@ -40,7 +39,7 @@ from normstats.maths.records import (
 from normstats.maths.summary import Summary, summarize
 from normstats.sources.arrays import as_nhwc, check_layout, detect_layout
 
-__all__ = ["is_dask_array", "as_image_blocks", "summary_graph", "run_graph",
+__all__ = ["is_dask_array", "as_image_blocks", "summary_graph", "run_graph", "local_scheduler",
            "merge_pixel_parts", "join_channels"]
 
 _FAN_IN = 8
@@ -274,6 +273,33 @@ def run_graph(graph: Any, scheduler: Any = None, workers: int | None = None) -> 
         return result
     (result,) = dask.compute(graph, optimize_graph=False, **options)
     return result
+
+
+def local_scheduler(name: Any) -> Any:
+    """Dask's get function for a local scheduler name; anything else as it is.
+
+    Handing ``dask.compute`` the function instead of its name skips Dask's look for a
+    default ``distributed`` client, which imports ``distributed`` (0.3 s) even when no
+    cluster exists.
+
+    Examples
+    --------
+    >>> local_scheduler("sync").__name__, local_scheduler("tcp://host:8786")
+    ('get_sync', 'tcp://host:8786')
+    """
+    if name == "sync":
+        from dask.local import get_sync
+
+        return get_sync
+    if name == "threads":
+        from dask.threaded import get
+
+        return get
+    if name == "processes":
+        from dask.multiprocessing import get
+
+        return get
+    return name
 
 
 def reduce_dask_array(x: Any, *, layout: str | None = None,

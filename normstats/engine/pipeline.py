@@ -1,25 +1,26 @@
 """Sources to per-image records to one exact `Summary`: the run, however it is scheduled.
 
-A source's tasks become a Dask graph (`normstats.engine.local_graph`) run by a local
-scheduler, or futures on a `dask.distributed` cluster (`normstats.engine.distributed`);
-a small dataset is read right here, task after task. Every merge is exact, so the answer
-is bit-identical for any task size, worker count or scheduler. Dask is imported only
-when a graph or a cluster is used: a run over a handful of files does not pay for it.
+A source's tasks run on a local executor (`normstats.engine.local_run`: this process,
+threads, or a fork pool of processes), or as futures on a `dask.distributed` cluster
+(`normstats.engine.distributed`); a small dataset is read right here, task after task.
+Every merge is exact, so the answer is bit-identical for any task size, worker count or
+scheduler. Dask is imported only when a cluster is used.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from normstats.engine.cluster import is_distributed
+from normstats.engine.local_run import run_in_process, run_local
 from normstats.engine.progress import ProgressBar
 from normstats.errors import InvalidOptionError
 from normstats.maths.summary import Summary, summarize
-from normstats.sources.base import Source, Task, TaskResult
+from normstats.sources.base import Source, TaskResult
 from normstats.sources.iterable import IterableSource
 
 __all__ = ["run", "default_workers", "is_small", "SMALL_RUN_BYTES"]
@@ -76,12 +77,10 @@ def run(source: Source | IterableSource, *, workers: int | None = None,
 
             summary = run_on_cluster(source, scheduler, task_size=task_size, bar=bar)
         elif scheduler is None and is_small(source):
-            summary = _run_in_process(source.tasks(task_size, 1), bar)
+            summary = run_in_process(source.tasks(task_size, 1), bar)
         else:
-            from normstats.engine.local_graph import run_graph
-
-            summary = run_graph(source, source.tasks(task_size, workers), workers, scheduler,
-                                bar)
+            summary = run_local(source.tasks(task_size, workers), workers,
+                                scheduler or (source.scheduler if workers > 1 else "sync"), bar)
     finally:
         bar.close()
     return Summary(skipped=tuple(source.skipped)).merge(summary)
@@ -116,18 +115,6 @@ def is_small(source: Source) -> bool:
     if isinstance(array, np.ndarray) and not isinstance(array, np.memmap):
         return array.nbytes <= SMALL_RUN_BYTES
     return False
-
-
-def _run_in_process(tasks: Sequence[Task], bar: ProgressBar) -> Summary:
-    """The tasks one after the other in this process: no pool, no graph."""
-    total = Summary()
-    for task in tasks:
-        result = task.run()
-        if bar.on_result is not None:
-            bar.on_result(result)
-        total = total.merge(summarize(result.records, result.skipped))
-        bar.advance(result.images)
-    return total
 
 
 def _run_stream(source: IterableSource, bar: ProgressBar) -> Summary:

@@ -1,16 +1,13 @@
 """A progress bar on stderr for long computations, driven by the finished tasks.
 
 It draws only when asked or when stderr is a terminal, so logs and pipes stay clean.
-A run on a Dask graph feeds it through `ProgressBar.dask_callback` (Dask is imported
-only then); other runs call `advance` themselves.
+Runs call `advance` as their tasks finish.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any, TextIO
 
 __all__ = ["ProgressBar", "TASK_PREFIX"]
@@ -42,30 +39,6 @@ class ProgressBar:
         self.on_result = on_result
         self.started = time.perf_counter()
         self._last_draw = 0.0
-
-    def task_finished(self, key: Any, result: Any) -> None:
-        """A Dask task ended: pass an image-reading task's result on and count its images."""
-        name = key[0] if isinstance(key, tuple) else key
-        if not str(name).startswith(TASK_PREFIX):
-            return
-        if self.on_result is not None:
-            self.on_result(result)
-        self.advance(getattr(result, "images", 0) + len(getattr(result, "skipped", ())))
-
-    @contextlib.contextmanager
-    def dask_callback(self) -> Iterator[None]:
-        """Within the block, Dask's local schedulers report finished tasks to this bar."""
-        from dask.callbacks import Callback
-
-        bar = self
-
-        class _Forward(Callback):
-            def _posttask(self, key: Any, result: Any, dsk: Any, state: Any,
-                          worker_id: Any) -> None:
-                bar.task_finished(key, result)
-
-        with _Forward():
-            yield
 
     def advance(self, images: int) -> None:
         """Record ``images`` more finished images and redraw at most ten times a second."""

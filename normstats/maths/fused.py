@@ -136,6 +136,11 @@ def uint8_moments_into(image: np.ndarray, row: int, sums: np.ndarray, squares: n
     >>> out[0].tolist()
     [[0], [12]]
     """
+    module = _extension()
+    if module is not None and image.flags.c_contiguous:
+        # straight to the kernel: one call a decoded image, ~1 µs of Python around it
+        module.moments(image, 1, sums.shape[1], sums[row], squares[row], lows[row], highs[row])
+        return
     flat = np.ascontiguousarray(image).reshape(1, -1)
     end = row + 1
     _kernel(sums.shape[1])(flat, sums[row:end], squares[row:end], lows[row:end], highs[row:end])

@@ -55,7 +55,7 @@ class Source(Protocol):
     channel_names : tuple of str or None
         Channel names when the source knows them (R, G, B for decoded RGB).
     scheduler : str
-        The local Dask scheduler that suits it: "processes" for decoding, "threads"
+        The local scheduler that suits it: "processes" for decoding, "threads"
         for arrays already in memory.
     skipped : tuple of Skipped
         Inputs named and left out while listing (before any task runs).

@@ -44,6 +44,8 @@ _STACK_BELOW_VALUES = 64 * 64 * 3
 #: (scheduling stays ~1 ms per task, under 5% of 256 decodes of 32×32 PNGs).
 _TASK_FILES = 256
 
+_UINT8 = np.dtype(np.uint8)  # compared by identity: ``dtype == np.uint8`` costs ~0.5 µs
+
 #: Compressed bytes per task: ~200 files of 256² JPEG, ~1,500 of 32² PNG.
 _TASK_BYTES = 4 << 20
 
@@ -108,10 +110,11 @@ class FolderTask(DecodingTask, ListedTask):
 
         With ``scratch``, each image is valid only until the next one is decoded.
         """
+        prefix, policy = os.path.join(self.root, ""), self.policy
         for entry in self.files:
             try:
-                image = decode_file(os.path.join(self.root, entry.path), self.policy, entry.path,
-                                    scratch, size_hint=entry.size)
+                image = decode_file(prefix + entry.path, policy, entry.path, scratch,
+                                    size_hint=entry.size)
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise
@@ -141,7 +144,7 @@ def reduce_as_decoded(decode: Callable[[Scratch | None], Iterator[tuple[str, Dec
     scratch = Scratch() if rows is not None else None
     others = []
     for key, image in decode(scratch):
-        if rows is not None and image.pixels.dtype == np.uint8:
+        if rows is not None and image.pixels.dtype is _UINT8:
             rows.add(key, image.pixels, image.channel_names)
         else:
             others.append((key, image))

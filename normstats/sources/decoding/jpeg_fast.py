@@ -25,7 +25,8 @@ def decode_jpeg_fast(data: bytes, policy: DecodePolicy,
     conversion differs from the JPEG's Y channel), oversized or damaged files (so their
     errors come from Pillow, with its reasons).
     """
-    if _simplejpeg is None or policy.mode not in ("RGB", "L") or data[:3] != b"\xff\xd8\xff":
+    if (_simplejpeg is None or policy.mode not in ("RGB", "L")
+            or not data.startswith(b"\xff\xd8\xff")):
         return None
     try:
         height, width, colorspace, _ = _simplejpeg.decode_jpeg_header(data)

@@ -7,6 +7,7 @@ keeps native channels and bit depth: 16-bit stays uint16 and float stays float.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -51,9 +52,9 @@ class DecodePolicy:
     #: ``max_pixels`` implies (`normstats.sources.decoding.file_read.default_file_limit`).
     max_file_bytes: int | None = None
 
-    @property
+    @functools.cached_property
     def file_byte_limit(self) -> int:
-        """The byte limit of one image file under this policy."""
+        """The byte limit of one image file under this policy (asked once a file)."""
         if self.max_file_bytes is not None:
             return int(self.max_file_bytes)
         return default_file_limit(self.max_pixels)
