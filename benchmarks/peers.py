@@ -96,20 +96,23 @@ def _decode_chunk(paths: list[str]) -> int:
 
 
 def _decode_chunk_normstats(paths: list[str]) -> int:
-    from normstats.sources.decoding.decode import DecodePolicy, decode_file
+    from normstats.sources.decoding.decode import DecodePolicy, Scratch, decode_file
 
-    policy = DecodePolicy("RGB")
-    return sum(decode_file(path, policy).pixels.shape[0] for path in paths)
+    policy, scratch = DecodePolicy("RGB"), Scratch()  # one reused buffer, as normstats does
+    return sum(decode_file(path, policy, scratch=scratch).pixels.shape[0] for path in paths)
 
 
 def _chunks(files: list[Path], size: int) -> list[list[str]]:
+    """Tasks of ``size`` files, handed to the pool one at a time (``imap_unordered``):
+    ``Pool.map`` batches len/4·workers tasks together and can leave a worker idle at the
+    end."""
     return [[os.fspath(p) for p in files[i:i + size]] for i in range(0, len(files), size)]
 
 
 def pool_pillow_numpy(files: list[Path], workers: int = 2) -> tuple:
     """multiprocessing.Pool of Pillow decode + numpy float64 sums, 100 files a task."""
     with get_context("fork").Pool(workers) as pool:
-        parts = pool.map(_pool_chunk, _chunks(files, 100))
+        parts = list(pool.imap_unordered(_pool_chunk, _chunks(files, 100)))
     total = sum(p[0] for p in parts)
     total_sq = sum(p[1] for p in parts)
     count = sum(p[2] for p in parts)
@@ -120,12 +123,12 @@ def pool_pillow_numpy(files: list[Path], workers: int = 2) -> tuple:
 def pool_decode_only(files: list[Path], workers: int = 2) -> tuple:
     """The same pool decoding with Pillow and computing nothing: the speed of decoding."""
     with get_context("fork").Pool(workers) as pool:
-        pool.map(_decode_chunk, _chunks(files, 100))
+        list(pool.imap_unordered(_decode_chunk, _chunks(files, 100)))
     return None, None, None
 
 
 def pool_decode_only_normstats(files: list[Path], workers: int = 2) -> tuple:
     """Pool decoding with normstats' own decoder (libjpeg-turbo where Pillow-identical)."""
     with get_context("fork").Pool(workers) as pool:
-        pool.map(_decode_chunk_normstats, _chunks(files, 200))
+        list(pool.imap_unordered(_decode_chunk_normstats, _chunks(files, 200)))
     return None, None, None

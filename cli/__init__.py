@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -190,6 +189,8 @@ def compute(paths: tuple[str, ...], as_json: bool, variant: str, channels: str |
 @user_errors
 def demo(out: str | None, images: int) -> None:
     """Build a small synthetic photo dataset offline and compute its constants."""
+    import tempfile
+
     import normstats
     from normstats.maths.text_report import printable, render_report
     from normstats_cli.demo import write_demo_dataset

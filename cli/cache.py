@@ -63,7 +63,7 @@ def compute_cache_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def cache_setting(cache_dir: str | None, no_cache: bool) -> str | bool:
     """What ``compute(cache=...)`` gets from the command line: on unless told otherwise."""
-    from normstats.engine.cache import cache_enabled_by_default
+    from normstats.engine.cache_location import cache_enabled_by_default
 
     if no_cache:
         return False

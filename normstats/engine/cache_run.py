@@ -23,14 +23,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from normstats.engine.cache import DatasetCache, LoadedSegment, resolve_cache_dir
+from normstats.engine.cache import DatasetCache, LoadedSegment
 from normstats.engine.cache_plan import (
     CachedFailure,
     CachePlan,
@@ -39,14 +38,13 @@ from normstats.engine.cache_plan import (
     plan,
 )
 from normstats.engine.cache_verify import (
-    CacheCheck,
     cached_verdicts,
     choose_checks,
     compare_verdicts,
     fresh_verdicts,
     parse_verify,
 )
-from normstats.engine.pipeline import run
+from normstats.engine.pipeline import RunOutcome, run
 from normstats.errors import UnreadableInputError
 from normstats.maths.records import Records, concat_records
 from normstats.maths.summary import Summary, summarize
@@ -55,8 +53,7 @@ from normstats.sources.base import TaskResult
 from normstats.sources.file_list import FileEntry, FileList
 from normstats.sources.folder import FolderSource
 
-__all__ = ["RunOutcome", "run_source", "run_cached", "SegmentWriter", "LOCK_WAIT_SECONDS",
-           "FLUSH_SECONDS"]
+__all__ = ["run_cached", "SegmentWriter", "LOCK_WAIT_SECONDS", "FLUSH_SECONDS"]
 
 #: How long a second run waits for the writer lock before going on read-only.
 LOCK_WAIT_SECONDS = 2.0
@@ -65,39 +62,6 @@ FLUSH_SECONDS = 2.0
 
 log = logging.getLogger("normstats.engine.cache")
 OnResult = Callable[[TaskResult], None]
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """A run's exact summary and where its inputs came from (``used_cache`` False: no
-    cache was read, ``cached`` and ``decoded`` are 0)."""
-
-    summary: Summary
-    cached: int = 0
-    decoded: int = 0
-    used_cache: bool = False
-    check: CacheCheck = CacheCheck()
-
-
-def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
-               **options: Any) -> RunOutcome:
-    """Run ``source`` through the pipeline, through the cache when it is a folder.
-
-    ``options`` are those of `normstats.engine.pipeline.run`. Sources other than folders are
-    never cached (arrays are already records away from their statistics).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from normstats.sources import open_source
-    >>> run_source(open_source(np.zeros((3, 2, 2, 1), np.uint8)), cache=False).summary.images
-    3
-    """
-    cache_dir = resolve_cache_dir(cache) if isinstance(source, FolderSource) else None
-    if cache_dir is None:
-        options.pop("verify_cache", None)  # nothing cached, nothing to verify
-        return RunOutcome(run(source, **options))
-    return run_cached(source, cache_dir, **options)
 
 
 def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
@@ -129,7 +93,7 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
     count = parse_verify(verify_cache)
     store = _open_store(Path(cache_dir), source)
     if store is None:
-        return run_source(source, cache=False, on_result=on_result, **options)
+        return RunOutcome(run(source, on_result=on_result, **options))
     writable = _lock(store, LOCK_WAIT_SECONDS if lock_wait is None else lock_wait)
     try:
         segments, junk = store.load()

@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from normstats.engine.cache_run import run_source
-from normstats.engine.vectors_run import compute_vectors
+from normstats.engine.source_run import run_source
 from normstats.errors import InvalidOptionError
 from normstats.maths.stats import DatasetStats
 from normstats.sources import open_source
@@ -123,6 +122,8 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
                          fail_fast=on_error == "fail", channel_names=channels, format=format,
                          image_key=image_key, max_file_bytes=max_file_bytes)
     if source.kind == "vectors" and isinstance(source, ArraySource):
+        from normstats.engine.vectors_run import compute_vectors
+
         return compute_vectors(source, fail_on_inf=on_error == "fail", channels=channels,
                                scale=scale)
     source = transformed_source(source, resize, center_crop)

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from normstats.engine.cache_run import run_source
 from normstats.engine.dask_images import images, source_of
 from normstats.engine.dask_reduce import (
     as_image_blocks,
@@ -26,6 +25,7 @@ from normstats.engine.dask_reduce import (
     is_dask_array,
     run_graph,
 )
+from normstats.engine.source_run import run_source
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.records import FloatRecords, IntegerRecords, Records, Skipped, concat_records
 from normstats.maths.stats import DatasetStats

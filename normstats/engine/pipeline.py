@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,7 +24,22 @@ from normstats.maths.summary import Summary, summarize
 from normstats.sources.base import Source, TaskResult
 from normstats.sources.iterable import IterableSource
 
-__all__ = ["run", "default_workers", "is_small", "SMALL_RUN_BYTES"]
+if TYPE_CHECKING:
+    from normstats.engine.cache_verify import CacheCheck
+
+__all__ = ["run", "RunOutcome", "default_workers", "is_small", "SMALL_RUN_BYTES"]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A run's exact summary and where its inputs came from (``used_cache`` False: no
+    cache was read, ``cached`` and ``decoded`` are 0, ``check`` is None)."""
+
+    summary: Summary
+    cached: int = 0
+    decoded: int = 0
+    used_cache: bool = False
+    check: CacheCheck | None = None
 
 
 def default_workers() -> int:

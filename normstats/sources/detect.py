@@ -34,8 +34,9 @@ from normstats.sources.cifar import (
 from normstats.sources.decoding.policy import IMAGE_EXTENSIONS, policy_of
 from normstats.sources.idx import looks_like_idx, open_idx
 from normstats.sources.image_files import ImageFilesSource
-from normstats.sources.npz import open_npz, split_member
+from normstats.sources.npz import open_npz
 from normstats.sources.parquet import PARQUET_EXTENSIONS, ParquetSource
+from normstats.sources.path_patterns import split_member
 from normstats.sources.tar import TarSource, read_shard_index
 
 __all__ = ["FORMATS", "FILE_FORMATS", "detect_format", "open_format"]

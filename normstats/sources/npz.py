@@ -11,7 +11,6 @@ image names (``images``, ``x_train``, ``x``, ``data``, ``arr_0``), is used.
 
 from __future__ import annotations
 
-import os
 import struct
 import zipfile
 
@@ -19,25 +18,12 @@ import numpy as np
 
 from normstats.errors import NormstatsError
 from normstats.sources.packed import MAX_DEFLATE_RATIO, MappedRecords, PackedSource
+from normstats.sources.path_patterns import split_member
 
 __all__ = ["open_npz", "split_member"]
 
 _PREFERRED = ("images", "x_train", "x", "data", "arr_0")
 _LOCAL_HEADER = struct.Struct("<4s22xHH")
-
-
-def split_member(path: str) -> tuple[str, str | None]:
-    """``"a.npz:x_train"`` -> ``("a.npz", "x_train")`` when ``a.npz`` exists.
-
-    Examples
-    --------
-    >>> split_member("no/such.npz:x")
-    ('no/such.npz:x', None)
-    """
-    head, sep, member = path.rpartition(":")
-    if sep and head.lower().endswith(".npz") and os.path.isfile(head):
-        return head, member
-    return path, None
 
 
 def open_npz(path: str, member: str | None = None, layout: str | None = None,

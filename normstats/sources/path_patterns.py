@@ -5,7 +5,7 @@ WebDataset names its shards ``shard-{000000..000099}.tar``; a quoted glob
 such strings too. A path that exists is taken as it is; otherwise braces are expanded
 (``{a,b}`` lists and ``{000..099}`` zero-padded ranges, as in bash) and each result is
 globbed when it holds ``*``, ``?`` or ``[``. A pattern that matches nothing is an error
-naming it.
+naming it. ``archive.npz:member`` names one array of an ``.npz`` archive (`split_member`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 
 from normstats.errors import NormstatsError
 
-__all__ = ["expand_braces", "expand_paths", "is_pattern"]
+__all__ = ["expand_braces", "expand_paths", "is_pattern", "split_member"]
 
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
 _GLOB = re.compile(r"[*?\[]")
@@ -131,3 +131,17 @@ def expand_paths(paths: str | os.PathLike | list | tuple) -> list[str]:
             raise NormstatsError("no file matches this pattern", path=path)
         found += matched
     return found
+
+
+def split_member(path: str) -> tuple[str, str | None]:
+    """``"a.npz:x_train"`` -> ``("a.npz", "x_train")`` when ``a.npz`` exists.
+
+    Examples
+    --------
+    >>> split_member("no/such.npz:x")
+    ('no/such.npz:x', None)
+    """
+    head, sep, member = path.rpartition(":")
+    if sep and head.lower().endswith(".npz") and os.path.isfile(head):
+        return head, member
+    return path, None

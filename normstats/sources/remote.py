@@ -13,7 +13,6 @@ also guards against symlink loops; everything else needs its fsspec backend inst
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 import re
 import time
@@ -119,6 +118,8 @@ def _content_tag(info: dict) -> int:
     stamp, so an object rewritten with the same size and time is not served from the cache
     (0 if the backend reports none).
     """
+    import hashlib  # lazy: a local run does not load OpenSSL's digests for this
+
     for name in ("ETag", "etag", "md5Hash", "crc32c", "checksum", "generation", "version_id"):
         value = info.get(name)
         if value not in (None, ""):

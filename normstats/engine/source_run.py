@@ -1,0 +1,40 @@
+"""Running a source: straight through the pipeline, or through the record cache.
+
+Only a folder with a cache asked for goes through the cache (`normstats.engine.cache_run`,
+imported then): a run without one loads none of the cache's modules.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from normstats.engine.cache_location import resolve_cache_dir
+from normstats.engine.pipeline import RunOutcome, run
+from normstats.sources.folder import FolderSource
+
+__all__ = ["RunOutcome", "run_source"]
+
+
+def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
+               **options: Any) -> RunOutcome:
+    """Run ``source`` through the pipeline, through the cache when it is a folder.
+
+    ``options`` are those of `normstats.engine.pipeline.run` (and ``verify_cache`` of
+    `normstats.engine.cache_run.run_cached`). Sources other than folders are never cached
+    (arrays are already records away from their statistics).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from normstats.sources import open_source
+    >>> run_source(open_source(np.zeros((3, 2, 2, 1), np.uint8)), cache=False).summary.images
+    3
+    """
+    cache_dir = resolve_cache_dir(cache) if isinstance(source, FolderSource) else None
+    if cache_dir is None:
+        options.pop("verify_cache", None)  # nothing cached, nothing to verify
+        return RunOutcome(run(source, **options))
+    from normstats.engine.cache_run import run_cached
+
+    return run_cached(source, cache_dir, **options)
