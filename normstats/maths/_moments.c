@@ -24,15 +24,20 @@
  *     of about 16 KB, then every step of offset 64...), so one offset's accumulators
  *     stay in registers while the chunk stays in L1 for the next offset.
  *   - Flushes: the 32-bit lanes go into the int64 outputs every 65,536 pixels
- *     (SEGMENT_PIXELS proves the bound) and at the end of each image. AVX-512 first adds
- *     up the vectors whose lanes hold the same channels, then takes a masked sum per
- *     channel; AVX2 folds lanes P/2 bytes apart (the same channel, as P / C is a power
- *     of two) onto each other, then adds the few left per channel.
+ *     (SEGMENT_PIXELS proves the bound) and at the end of each image: vectors whose
+ *     lanes hold the same channels are added up, then each channel takes a masked sum
+ *     of its lanes (AVX-512 mask registers; AVX2 builds the masks from the same bits).
+ *     The extremes of an image end the same way.
  *   - Ends of rows: after the last pair of periods, whole blocks are added one at a time
  *     and the last bytes (under 64) in scalar code.
+ *   - Short rows of many channels: the end of an image grows with the channels, so past
+ *     16 channels rows too short to pay for it take the portable loop (min_row_bytes).
+ *
+ * _variants() lists the kernels the CPU runs; _select(name) forces one, so that tests
+ * compare each to an oracle.
  *
  * Measured on one core of an AMD EPYC (Zen 4), 256x256x3 images in cache: 39 GB/s with
- * VNNI, 34 without, 31 with AVX2, 11 with the portable loop below, which is used
+ * VNNI, 34 without, 30 with AVX2, 11 with the portable loop below, which is used
  * elsewhere (another compiler than gcc or clang, another architecture, an x86 CPU
  * without AVX2): blocks of whole pixels whose lanes the compiler vectorises itself, as
  * exact. More figures in normstats.maths.fused.
@@ -154,12 +159,13 @@ static void portable_image(const uint8_t *restrict pixels, Py_ssize_t length,
 /* Yet at least 16 steps an offset, or long periods would load and store their lanes
  * about as often as they add to them (C = 127: 8 GB/s with one step, 20 with 16). */
 #define CHUNK_PAIRS_MIN 16
-#define SUM_STEPS 128     /* steps of the 16-bit sums between widenings: 128 * 510 < 2^16 */
+/* Steps of the 16-bit sums between widenings: 128 * 510 = 65,280 < 2^16. */
+#define SUM_STEPS 128
 /* Pixels between flushes of the 32-bit lanes. All the lanes of one channel add up to at
  * most (65,536 + 128) * 255^2 = 4,269,801,600 < 2^32 between two flushes (the 128: the
- * whole blocks after the last pair of periods, under two periods of at most 64 pixels
- * each). So does any partial sum of them: a lane, lanes folded onto each other, the
- * masked sums of a flush. The 32-bit arithmetic is exact. */
+ * whole blocks after the last pair of periods, under two periods of P / C <= 64 pixels
+ * each). So does any partial sum of them: a lane, the vectors of a class added up, a
+ * masked sum. The 32-bit arithmetic (wrapping, never saturating) is exact. */
 #define SEGMENT_PIXELS 65536
 
 #define INLINE static inline __attribute__((always_inline))
@@ -178,7 +184,7 @@ static void portable_image(const uint8_t *restrict pixels, Py_ssize_t length,
  * of the block, lane m (0..3) of a kind holds the byte at KIND_OFFSET + 2m. */
 static const int KIND_OFFSET[4] = {0, 8, 1, 9};
 
-/* Channel c's lanes in one 16-lane vector of sums or squares (AVX-512 flushes). */
+/* Channel c's lanes in one 16-lane vector of sums or squares. */
 typedef struct {
     uint16_t lane; /* where the vector starts in the sums (and the squares) */
     uint16_t mask; /* bit j: lane j holds channel c */
@@ -197,15 +203,13 @@ typedef struct {
     Py_ssize_t blocks;        /* V = P / 64 */
     Py_ssize_t segment_pairs; /* pairs of periods between flushes: SEGMENT_PIXELS pixels */
     Py_ssize_t chunk_pairs;   /* pairs of periods in one chunk (CHUNK_BYTES, SUM_STEPS) */
-    /* The AVX2 flush folds the lanes down to `granules` 16-byte granules per kind, then
-     * adds the lanes listed in `order`, `per_channel` for each channel in turn. */
-    Py_ssize_t granules, per_channel;
-    uint16_t *order;
-    /* The AVX-512 flush. Vectors whose lane 0 holds the same channel hold the same
-     * channel lane by lane: `members` lists the vectors (where they start in the sums)
-     * class by class, class r (lane 0 in channel r) ending at member_end[r], and a flush
-     * adds each class into its first vector. Then channel c is the masked sum of the
-     * terms up to sum_end[c] (from sum_end[c - 1]), over first vectors of classes. */
+    Py_ssize_t min_row_bytes; /* shorter rows take the portable loop (see layout_new) */
+    /* The flushes. Vectors whose lane 0 holds the same channel hold the same channel
+     * lane by lane: `members` lists the vectors (where they start in the sums) class by
+     * class, class r (lane 0 in channel r) ending at member_end[r], and a flush adds
+     * each class into its first vector. Then channel c is the masked sum of its terms,
+     * from sum_end[c - 1] (0 for c = 0) to sum_end[c], over first vectors of classes.
+     * The extremes' terms are listed the same way, over the blocks. */
     uint16_t *members;
     Py_ssize_t *member_end;
     sum_term_t *sum_terms;
@@ -240,7 +244,6 @@ static Py_ssize_t lane_byte(int k, Py_ssize_t v, int j) {
 static void layout_free(layout_t *layout) {
     if (layout == NULL)
         return;
-    PyMem_Free(layout->order);
     PyMem_Free(layout->members);
     PyMem_Free(layout->member_end);
     PyMem_Free(layout->sum_terms);
@@ -264,35 +267,21 @@ static layout_t *layout_new(Py_ssize_t channels) {
     layout->chunk_pairs = chunk < CHUNK_PAIRS_MIN ? CHUNK_PAIRS_MIN
                           : chunk > SUM_STEPS     ? SUM_STEPS
                                                   : chunk;
-    /* Lanes 16 * g bytes apart hold the same channel when 16 * g is a multiple of C: the
-     * folds halve the granules while that holds for half of them, down to lcm(C, 16)
-     * bytes (P / lcm(C, 16) is 1, 2 or 4). */
-    layout->granules = channels / gcd(channels, 16);
-    layout->per_channel = 16 * layout->granules / channels;
     /* A vector of 16 lanes meets at most 16 channels, a block at most 64. */
     const Py_ssize_t vectors = 4 * blocks, classes = vectors < channels ? vectors : channels;
     const Py_ssize_t sum_terms = classes * (channels < 16 ? channels : 16);
     const Py_ssize_t extreme_terms = blocks * (channels < 64 ? channels : 64);
-    layout->order = PyMem_Calloc((size_t)(16 * layout->granules), sizeof(uint16_t));
     layout->members = PyMem_Calloc((size_t)vectors, sizeof(uint16_t));
     layout->member_end = PyMem_Calloc((size_t)channels, sizeof(Py_ssize_t));
     layout->sum_terms = PyMem_Calloc((size_t)sum_terms, sizeof(sum_term_t));
     layout->sum_end = PyMem_Calloc((size_t)channels, sizeof(Py_ssize_t));
     layout->extreme_terms = PyMem_Calloc((size_t)extreme_terms, sizeof(extreme_term_t));
     layout->extreme_end = PyMem_Calloc((size_t)channels, sizeof(Py_ssize_t));
-    if (!layout->order || !layout->members || !layout->member_end || !layout->sum_terms ||
+    if (!layout->members || !layout->member_end || !layout->sum_terms ||
         !layout->sum_end || !layout->extreme_terms || !layout->extreme_end) {
         layout_free(layout);
         return (layout_t *)PyErr_NoMemory();
     }
-    Py_ssize_t filled[CHANNELS_MAX] = {0};
-    for (int k = 0; k < 4; k++)
-        for (Py_ssize_t g = 0; g < layout->granules; g++)
-            for (int m = 0; m < 4; m++) {
-                const Py_ssize_t c = (16 * g + KIND_OFFSET[k] + 2 * m) % channels;
-                layout->order[c * layout->per_channel + filled[c]++] =
-                    (uint16_t)(k * 16 * blocks + 4 * g + m);
-            }
     /* The vectors by class: counted on the first pass (in the ends), placed on the second. */
     Py_ssize_t next[CHANNELS_MAX];
     for (int pass = 0; pass < 2; pass++) {
@@ -348,49 +337,13 @@ static layout_t *layout_new(Py_ssize_t channels) {
             end = layout->extreme_end[c] += end;
         }
     }
+    /* The end of an image costs the vector kernels about 1 ns a term and 5 ns a channel
+     * here: from 17 channels on, more than the portable loop's end of image plus its
+     * slower pass over a short row (at 3 to 12 GB/s). Such rows take the portable loop;
+     * the bound is where the vector kernels win again, give or take a factor of 2. */
+    const Py_ssize_t terms = layout->sum_end[channels - 1] + layout->extreme_end[channels - 1];
+    layout->min_row_bytes = channels > 16 ? 8 * (terms + 5 * channels) : 0;
     return layout;
-}
-
-/* The AVX2 flush, in plain C: add the 32-bit lanes into the int64 outputs, zero them.
- * Lanes P/2 bytes apart hold the same channel (P / C is a power of two): fold the lanes
- * onto each other granule by granule, then add what is left channel by channel. */
-INLINE void folding_flush(lanes_t *lanes, int64_t *sums, int64_t *squares) {
-    const layout_t *layout = lanes->layout;
-    const Py_ssize_t kind_stride = 16 * layout->blocks;
-    for (Py_ssize_t half = 2 * layout->blocks; half >= layout->granules; half /= 2)
-        for (int k = 0; k < 4; k++) {
-            uint32_t *s = lanes->sums + k * kind_stride, *q = lanes->squares + k * kind_stride;
-            for (Py_ssize_t i = 0; i < 4 * half; i++) {
-                s[i] += s[i + 4 * half];
-                q[i] += q[i + 4 * half];
-            }
-        }
-    const uint16_t *order = layout->order;
-    for (Py_ssize_t c = 0; c < layout->channels; c++) {
-        uint32_t s = 0, q = 0;
-        for (Py_ssize_t n = 0; n < layout->per_channel; n++, order++) {
-            s += lanes->sums[*order];
-            q += lanes->squares[*order];
-        }
-        sums[c] += s;
-        squares[c] += q;
-    }
-    memset(lanes->sums, 0, (size_t)(2 * 4 * layout->period));
-}
-
-/* The AVX2 end of an image's extremes: fold the P bytes down to C, as above. */
-INLINE void folding_extremes(lanes_t *lanes, uint8_t *lows, uint8_t *highs) {
-    const Py_ssize_t channels = lanes->layout->channels;
-    uint8_t *lo = lanes->lows, *hi = lanes->highs;
-    for (Py_ssize_t half = lanes->layout->period / 2; half >= channels; half /= 2)
-        for (Py_ssize_t i = 0; i < half; i++) {
-            lo[i] = lo[i + half] < lo[i] ? lo[i + half] : lo[i];
-            hi[i] = hi[i + half] > hi[i] ? hi[i + half] : hi[i];
-        }
-    for (Py_ssize_t c = 0; c < channels; c++) {
-        lows[c] = lo[c] < lows[c] ? lo[c] : lows[c];
-        highs[c] = hi[c] > highs[c] ? hi[c] : highs[c];
-    }
 }
 
 typedef void (*pairs_fn)(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs);
@@ -635,24 +588,19 @@ static void flush_avx512(lanes_t *lanes, int64_t *sums, int64_t *squares) {
     memset(all_sums, 0, (size_t)(2 * 4 * layout->period));
 }
 
-/* The smallest byte of `lo` and the largest of `hi` into *low and *high. */
-TARGET_AVX512
-static inline void byte_extremes(__m512i lo, __m512i hi, uint8_t *low, uint8_t *high) {
-    const __m256i l = _mm256_min_epu8(_mm512_castsi512_si256(lo), _mm512_extracti64x4_epi64(lo, 1));
-    const __m256i h = _mm256_max_epu8(_mm512_castsi512_si256(hi), _mm512_extracti64x4_epi64(hi, 1));
-    __m128i l2 = _mm_min_epu8(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1));
-    __m128i h2 = _mm_max_epu8(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    l2 = _mm_min_epu8(l2, _mm_srli_si128(l2, 8));
-    h2 = _mm_max_epu8(h2, _mm_srli_si128(h2, 8));
-    l2 = _mm_min_epu8(l2, _mm_srli_si128(l2, 4));
-    h2 = _mm_max_epu8(h2, _mm_srli_si128(h2, 4));
-    l2 = _mm_min_epu8(l2, _mm_srli_si128(l2, 2));
-    h2 = _mm_max_epu8(h2, _mm_srli_si128(h2, 2));
-    l2 = _mm_min_epu8(l2, _mm_srli_si128(l2, 1));
-    h2 = _mm_max_epu8(h2, _mm_srli_si128(h2, 1));
-    const uint8_t l8 = (uint8_t)_mm_cvtsi128_si32(l2), h8 = (uint8_t)_mm_cvtsi128_si32(h2);
-    *low = l8 < *low ? l8 : *low;
-    *high = h8 > *high ? h8 : *high;
+/* The smallest byte of `lo` and the largest of `hi` onto *low and *high (SSE2). */
+INLINE void fold_extremes(__m128i lo, __m128i hi, uint8_t *low, uint8_t *high) {
+    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 8));
+    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 8));
+    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 4));
+    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 4));
+    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 2));
+    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 2));
+    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 1));
+    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 1));
+    const uint8_t l = (uint8_t)_mm_cvtsi128_si32(lo), h = (uint8_t)_mm_cvtsi128_si32(hi);
+    *low = l < *low ? l : *low;
+    *high = h > *high ? h : *high;
 }
 
 /* The AVX-512 end of an image's extremes: channel by channel, masked minima and maxima
@@ -668,7 +616,13 @@ static void extremes_avx512(lanes_t *lanes, uint8_t *lows, uint8_t *highs) {
             lo = _mm512_mask_min_epu8(lo, term->mask, lo, _mm512_loadu_si512(lanes->lows + at));
             hi = _mm512_mask_max_epu8(hi, term->mask, hi, _mm512_loadu_si512(lanes->highs + at));
         }
-        byte_extremes(lo, hi, lows + c, highs + c);
+        const __m256i l = _mm256_min_epu8(_mm512_castsi512_si256(lo),
+                                          _mm512_extracti64x4_epi64(lo, 1));
+        const __m256i h = _mm256_max_epu8(_mm512_castsi512_si256(hi),
+                                          _mm512_extracti64x4_epi64(hi, 1));
+        fold_extremes(_mm_min_epu8(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1)),
+                      _mm_max_epu8(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)),
+                      lows + c, highs + c);
     }
 }
 
@@ -696,14 +650,93 @@ static void image_avx512vnni(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t l
                 length, sums, squares, lows, highs);
 }
 
-TARGET_AVX2
-static void flush_avx2(lanes_t *lanes, int64_t *sums, int64_t *squares) {
-    folding_flush(lanes, sums, squares);
+/* Lane j of the result all ones where bit j of `bits` is set (j < 8). */
+TARGET_AVX2 INLINE __m256i lane_mask(unsigned bits) {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), bit), bit);
 }
 
+/* Byte j of the result all ones where bit j of `bits` is set (j < 32). */
+TARGET_AVX2 INLINE __m256i byte_mask(uint32_t bits) {
+    /* Byte j gets byte j / 8 of the bits (vpshufb works within 16-byte halves, each of
+     * which holds all four bytes of the broadcast), then keeps bit j % 8 of it. */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i spread_bits = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread_bits, bit), bit);
+}
+
+TARGET_AVX2 INLINE uint32_t sum_lanes(__m256i v) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return (uint32_t)_mm_cvtsi128_si32(h);
+}
+
+/* The AVX2 flush: the AVX-512 one with vector masks made from the terms' bits. */
+TARGET_AVX2
+static void flush_avx2(lanes_t *lanes, int64_t *sums, int64_t *squares) {
+    const layout_t *layout = lanes->layout;
+    uint32_t *all_sums = lanes->sums, *all_squares = lanes->squares;
+    for (Py_ssize_t r = 0, first = 0; r < layout->channels; first = layout->member_end[r++])
+        for (int h = 0; h < 16 && layout->member_end[r] - first > 1; h += 8) {
+            __m256i *s_first = (__m256i *)(all_sums + layout->members[first] + h);
+            __m256i *q_first = (__m256i *)(all_squares + layout->members[first] + h);
+            __m256i s = _mm256_loadu_si256(s_first), q = _mm256_loadu_si256(q_first);
+            for (Py_ssize_t i = first + 1; i < layout->member_end[r]; i++) {
+                const Py_ssize_t at = layout->members[i] + h;
+                s = _mm256_add_epi32(s, _mm256_loadu_si256((const __m256i *)(all_sums + at)));
+                q = _mm256_add_epi32(q, _mm256_loadu_si256((const __m256i *)(all_squares + at)));
+            }
+            _mm256_storeu_si256(s_first, s);
+            _mm256_storeu_si256(q_first, q);
+        }
+    const sum_term_t *term = layout->sum_terms;
+    for (Py_ssize_t c = 0; c < layout->channels; c++) {
+        __m256i s = _mm256_setzero_si256(), q = _mm256_setzero_si256();
+        for (; term < layout->sum_terms + layout->sum_end[c]; term++)
+            for (int h = 0; h < 16; h += 8) {
+                const unsigned bits = (term->mask >> h) & 0xFF;
+                if (bits == 0)
+                    continue;
+                const __m256i mask = lane_mask(bits);
+                const Py_ssize_t at = term->lane + h;
+                s = _mm256_add_epi32(s, _mm256_and_si256(mask, _mm256_loadu_si256(
+                                                                   (const __m256i *)(all_sums + at))));
+                q = _mm256_add_epi32(q, _mm256_and_si256(mask, _mm256_loadu_si256(
+                                                                   (const __m256i *)(all_squares + at))));
+            }
+        sums[c] += sum_lanes(s);
+        squares[c] += sum_lanes(q);
+    }
+    memset(all_sums, 0, (size_t)(2 * 4 * layout->period));
+}
+
+/* The AVX2 end of an image's extremes: the AVX-512 one with vector masks. */
 TARGET_AVX2
 static void extremes_avx2(lanes_t *lanes, uint8_t *lows, uint8_t *highs) {
-    folding_extremes(lanes, lows, highs);
+    const layout_t *layout = lanes->layout;
+    const extreme_term_t *term = layout->extreme_terms;
+    const __m256i ones = _mm256_set1_epi8((char)255);
+    for (Py_ssize_t c = 0; c < layout->channels; c++) {
+        __m256i lo = ones, hi = _mm256_setzero_si256();
+        for (; term < layout->extreme_terms + layout->extreme_end[c]; term++)
+            for (int h = 0; h < 64; h += 32) {
+                const uint32_t bits = (uint32_t)(term->mask >> h);
+                if (bits == 0)
+                    continue;
+                const __m256i mask = byte_mask(bits);
+                const Py_ssize_t at = BLOCK * term->block + h;
+                const __m256i x = _mm256_loadu_si256((const __m256i *)(lanes->lows + at));
+                const __m256i y = _mm256_loadu_si256((const __m256i *)(lanes->highs + at));
+                lo = _mm256_min_epu8(lo, _mm256_blendv_epi8(ones, x, mask));
+                hi = _mm256_max_epu8(hi, _mm256_and_si256(mask, y));
+            }
+        fold_extremes(_mm_min_epu8(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1)),
+                      _mm_max_epu8(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1)),
+                      lows + c, highs + c);
+    }
 }
 
 TARGET_AVX2
@@ -755,6 +788,7 @@ static const variant_t VARIANTS[] = {
 #define VARIANT_COUNT ((Py_ssize_t)(sizeof VARIANTS / sizeof VARIANTS[0]))
 
 static const variant_t *chosen = NULL; /* set at import, changed only by _select() */
+static int forced = 0; /* chosen by _select(name): used for every row, however short */
 
 static int check_size(const Py_buffer *buffer, Py_ssize_t expected, const char *name) {
     if (buffer->len != expected) {
@@ -767,11 +801,11 @@ static int check_size(const Py_buffer *buffer, Py_ssize_t expected, const char *
 
 /* `count` rows of `row_bytes` through the chosen variant, without the GIL: no Python
  * object is touched. False when memory ran out. */
-static int run_moments(const variant_t *variant, const uint8_t *base, Py_ssize_t count,
-                       Py_ssize_t row_bytes, Py_ssize_t channels, int64_t *sum_out,
-                       int64_t *sq_out, uint8_t *lo_out, uint8_t *hi_out) {
+static int run_moments(const variant_t *variant, int always, const uint8_t *base,
+                       Py_ssize_t count, Py_ssize_t row_bytes, Py_ssize_t channels,
+                       int64_t *sum_out, int64_t *sq_out, uint8_t *lo_out, uint8_t *hi_out) {
 #if X86_KERNELS
-    if (variant->image != NULL) {
+    if (variant->image != NULL && (always || row_bytes >= layouts[channels]->min_row_bytes)) {
         /* 640 bytes per block of the period: on the stack for the usual channel counts
          * (a period of at most 6 blocks), on the heap up to 80 KB for C = 127. */
         const layout_t *layout = layouts[channels];
@@ -794,6 +828,7 @@ static int run_moments(const variant_t *variant, const uint8_t *base, Py_ssize_t
     }
 #else
     (void)variant;
+    (void)always;
 #endif
     for (Py_ssize_t n = 0; n < count; n++)
         portable_image(base + n * row_bytes, row_bytes, channels, sum_out + n * channels,
@@ -827,6 +862,7 @@ static PyObject *moments(PyObject *self, PyObject *args) {
         goto done;
     {
         const variant_t *variant = chosen;
+        const int always = forced;
 #if X86_KERNELS
         if (variant->image != NULL && layouts[channels] == NULL &&
             (layouts[channels] = layout_new(channels)) == NULL)
@@ -834,7 +870,7 @@ static PyObject *moments(PyObject *self, PyObject *args) {
 #endif
         int ok;
         Py_BEGIN_ALLOW_THREADS
-        ok = run_moments(variant, images.buf, count, row_bytes, channels, sums.buf,
+        ok = run_moments(variant, always, images.buf, count, row_bytes, channels, sums.buf,
                          squares.buf, lows.buf, highs.buf);
         Py_END_ALLOW_THREADS
         if (!ok) {
@@ -874,22 +910,39 @@ static PyObject *variants(PyObject *self, PyObject *unused) {
     return result;
 }
 
-/* Make `name` the variant moments() uses; return the previous one's name. */
+/* The best variant this CPU runs. */
+static const variant_t *best_variant(void) {
+    Py_ssize_t i = 0;
+    while (!VARIANTS[i].supported())
+        i++;
+    return &VARIANTS[i];
+}
+
+/* Make moments() use variant `name` for every row, or (None) the best one with its
+ * bounds; return the previous name, None for the latter. */
 static PyObject *select_variant(PyObject *self, PyObject *arg) {
-    const char *name = PyUnicode_AsUTF8(arg);
-    if (name == NULL)
+    PyObject *previous = forced ? PyUnicode_FromString(chosen->name) : Py_NewRef(Py_None);
+    if (previous == NULL)
         return NULL;
-    for (Py_ssize_t i = 0; i < VARIANT_COUNT; i++)
+    if (arg == Py_None) {
+        chosen = best_variant();
+        forced = 0;
+        return previous;
+    }
+    const char *name = PyUnicode_AsUTF8(arg);
+    for (Py_ssize_t i = 0; name != NULL && i < VARIANT_COUNT; i++)
         if (strcmp(VARIANTS[i].name, name) == 0) {
             if (!VARIANTS[i].supported()) {
                 PyErr_Format(PyExc_ValueError, "this CPU cannot run the %s kernel", name);
-                return NULL;
+                break;
             }
-            const char *previous = chosen->name;
             chosen = &VARIANTS[i];
-            return PyUnicode_FromString(previous);
+            forced = 1;
+            return previous;
         }
-    PyErr_Format(PyExc_ValueError, "no kernel variant is called %R", arg);
+    if (name != NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "no kernel variant is called %R", arg);
+    Py_DECREF(previous);
     return NULL;
 }
 
@@ -950,7 +1003,8 @@ static PyMethodDef methods[] = {
     {"_variants", variants, METH_NOARGS,
      "_variants() -> tuple of the moments() kernels this CPU runs, best first."},
     {"_select", select_variant, METH_O,
-     "_select(name) -> the previous name: make moments() use kernel `name` (tests only)."},
+     "_select(name) -> the previous name: make moments() use kernel `name` for every row;\n"
+     "None: the best one, and the portable loop for rows too short to pay for it (tests)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -963,8 +1017,6 @@ PyMODINIT_FUNC PyInit__moments(void) {
 #if X86_KERNELS
     __builtin_cpu_init();
 #endif
-    for (Py_ssize_t i = 0; chosen == NULL; i++)
-        if (VARIANTS[i].supported())
-            chosen = &VARIANTS[i];
+    chosen = best_variant();
     return PyModule_Create(&module);
 }
