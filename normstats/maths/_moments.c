@@ -388,13 +388,15 @@ INLINE void lanes_image(lanes_t *lanes, pairs_fn pairs_kernel, block_fn block_ke
     }
 }
 
-/* AVX-512BW: one 64-byte block a vector. */
+/* ---------------------------------------------------------------------------------- */
+/* AVX-512BW, with or without VNNI: one 64-byte block a vector                        */
+/* ---------------------------------------------------------------------------------- */
 
 /* Squares of paired words into 32-bit lanes: vpmaddwd then vpaddd, or one vpdpwssd
  * where the CPU has AVX512-VNNI. Both wrap modulo 2^32 (no saturation). */
 typedef __m512i (*square_add_fn)(__m512i sums, __m512i words);
 
-TARGET_AVX512 INLINE __m512i square_add(__m512i sums, __m512i words) {
+TARGET_AVX512 INLINE __m512i square_add_madd(__m512i sums, __m512i words) {
     return _mm512_add_epi32(sums, _mm512_madd_epi16(words, words));
 }
 
@@ -471,8 +473,109 @@ static void block_avx512(lanes_t *lanes, Py_ssize_t v, const uint8_t *block) {
     }
 }
 
-/* AVX2: the same lanes, a block as two 32-byte halves (half h: lanes 8h..8h+7 of each
- * kind, as the unpacks work within 16-byte granules). */
+/* The AVX-512 flush. Vectors of a class (lane 0 in the same channel) hold the same
+ * channel lane by lane: each class is added up into its first vector. Then channel c is
+ * the masked sum of its lanes in those, reduced to one number. Every sum formed is part
+ * of one channel's total since the last flush: below 2^32 (SEGMENT_PIXELS). */
+TARGET_AVX512
+static void flush_avx512(lanes_t *lanes, int64_t *sums, int64_t *squares) {
+    const layout_t *layout = lanes->layout;
+    uint32_t *all_sums = lanes->sums, *all_squares = lanes->squares;
+    for (Py_ssize_t r = 0, first = 0; r < layout->channels; first = layout->member_end[r++]) {
+        if (layout->member_end[r] - first < 2)
+            continue;
+        uint32_t *s_first = all_sums + layout->members[first];
+        uint32_t *q_first = all_squares + layout->members[first];
+        __m512i s = _mm512_loadu_si512(s_first), q = _mm512_loadu_si512(q_first);
+        for (Py_ssize_t i = first + 1; i < layout->member_end[r]; i++) {
+            s = _mm512_add_epi32(s, _mm512_loadu_si512(all_sums + layout->members[i]));
+            q = _mm512_add_epi32(q, _mm512_loadu_si512(all_squares + layout->members[i]));
+        }
+        _mm512_storeu_si512(s_first, s);
+        _mm512_storeu_si512(q_first, q);
+    }
+    const sum_term_t *term = layout->sum_terms;
+    for (Py_ssize_t c = 0; c < layout->channels; c++) {
+        __m512i s = _mm512_setzero_si512(), q = _mm512_setzero_si512();
+        for (; term < layout->sum_terms + layout->sum_end[c]; term++) {
+            s = _mm512_mask_add_epi32(s, term->mask, s, _mm512_loadu_si512(all_sums + term->lane));
+            q = _mm512_mask_add_epi32(q, term->mask, q,
+                                      _mm512_loadu_si512(all_squares + term->lane));
+        }
+        sums[c] += (uint32_t)_mm512_reduce_add_epi32(s);
+        squares[c] += (uint32_t)_mm512_reduce_add_epi32(q);
+    }
+    memset(all_sums, 0, (size_t)(2 * 4 * layout->period));
+}
+
+/* The smallest byte of `lo` and the largest of `hi` onto *low and *high (SSE2). */
+INLINE void fold_extremes(__m128i lo, __m128i hi, uint8_t *low, uint8_t *high) {
+    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 8));
+    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 8));
+    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 4));
+    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 4));
+    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 2));
+    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 2));
+    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 1));
+    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 1));
+    const uint8_t l = (uint8_t)_mm_cvtsi128_si32(lo), h = (uint8_t)_mm_cvtsi128_si32(hi);
+    *low = l < *low ? l : *low;
+    *high = h > *high ? h : *high;
+}
+
+/* The AVX-512 end of an image's extremes: channel by channel, masked minima and maxima
+ * of the blocks, then of the bytes. */
+TARGET_AVX512
+static void extremes_avx512(lanes_t *lanes, uint8_t *lows, uint8_t *highs) {
+    const layout_t *layout = lanes->layout;
+    const extreme_term_t *term = layout->extreme_terms;
+    for (Py_ssize_t c = 0; c < layout->channels; c++) {
+        __m512i lo = _mm512_set1_epi8((char)255), hi = _mm512_setzero_si512();
+        for (; term < layout->extreme_terms + layout->extreme_end[c]; term++) {
+            const Py_ssize_t at = BLOCK * term->block;
+            lo = _mm512_mask_min_epu8(lo, term->mask, lo, _mm512_loadu_si512(lanes->lows + at));
+            hi = _mm512_mask_max_epu8(hi, term->mask, hi, _mm512_loadu_si512(lanes->highs + at));
+        }
+        const __m256i l = _mm256_min_epu8(_mm512_castsi512_si256(lo),
+                                          _mm512_extracti64x4_epi64(lo, 1));
+        const __m256i h = _mm256_max_epu8(_mm512_castsi512_si256(hi),
+                                          _mm512_extracti64x4_epi64(hi, 1));
+        fold_extremes(_mm_min_epu8(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1)),
+                      _mm_max_epu8(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)),
+                      lows + c, highs + c);
+    }
+}
+
+TARGET_AVX512 NOINLINE
+static void pairs_avx512bw(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
+    pairs_avx512(lanes, base, pairs, square_add_madd);
+}
+
+TARGET_AVX512_VNNI NOINLINE
+static void pairs_avx512vnni(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
+    pairs_avx512(lanes, base, pairs, square_add_vnni);
+}
+
+TARGET_AVX512
+static void image_avx512(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t length,
+                         int64_t *sums, int64_t *squares, uint8_t *lows, uint8_t *highs) {
+    lanes_image(lanes, pairs_avx512bw, block_avx512, flush_avx512, extremes_avx512, pixels,
+                length, sums, squares, lows, highs);
+}
+
+TARGET_AVX512_VNNI
+static void image_avx512vnni(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t length,
+                             int64_t *sums, int64_t *squares, uint8_t *lows, uint8_t *highs) {
+    lanes_image(lanes, pairs_avx512vnni, block_avx512, flush_avx512, extremes_avx512, pixels,
+                length, sums, squares, lows, highs);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* AVX2: the same lanes, a block as two 32-byte halves                                */
+/* ---------------------------------------------------------------------------------- */
+
+/* Half h of a block makes lanes 8h..8h+7 of each kind: the unpacks work within 16-byte
+ * granules, AVX2's as AVX-512's. */
 
 TARGET_AVX2 NOINLINE
 static void pairs_avx2(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
@@ -551,104 +654,6 @@ static void block_avx2(lanes_t *lanes, Py_ssize_t v, const uint8_t *block) {
                                                     _mm256_madd_epi16(u[k], u[k])));
         }
     }
-}
-
-
-/* The AVX-512 flush. Vectors of a class (lane 0 in the same channel) hold the same
- * channel lane by lane: each class is added up into its first vector. Then channel c is
- * the masked sum of its lanes in those, reduced to one number. Every sum formed is part
- * of one channel's total since the last flush: below 2^32 (SEGMENT_PIXELS). */
-TARGET_AVX512
-static void flush_avx512(lanes_t *lanes, int64_t *sums, int64_t *squares) {
-    const layout_t *layout = lanes->layout;
-    uint32_t *all_sums = lanes->sums, *all_squares = lanes->squares;
-    for (Py_ssize_t r = 0, first = 0; r < layout->channels; first = layout->member_end[r++]) {
-        if (layout->member_end[r] - first < 2)
-            continue;
-        uint32_t *s_first = all_sums + layout->members[first];
-        uint32_t *q_first = all_squares + layout->members[first];
-        __m512i s = _mm512_loadu_si512(s_first), q = _mm512_loadu_si512(q_first);
-        for (Py_ssize_t i = first + 1; i < layout->member_end[r]; i++) {
-            s = _mm512_add_epi32(s, _mm512_loadu_si512(all_sums + layout->members[i]));
-            q = _mm512_add_epi32(q, _mm512_loadu_si512(all_squares + layout->members[i]));
-        }
-        _mm512_storeu_si512(s_first, s);
-        _mm512_storeu_si512(q_first, q);
-    }
-    const sum_term_t *term = layout->sum_terms;
-    for (Py_ssize_t c = 0; c < layout->channels; c++) {
-        __m512i s = _mm512_setzero_si512(), q = _mm512_setzero_si512();
-        for (; term < layout->sum_terms + layout->sum_end[c]; term++) {
-            s = _mm512_mask_add_epi32(s, term->mask, s, _mm512_loadu_si512(all_sums + term->lane));
-            q = _mm512_mask_add_epi32(q, term->mask, q,
-                                      _mm512_loadu_si512(all_squares + term->lane));
-        }
-        sums[c] += (uint32_t)_mm512_reduce_add_epi32(s);
-        squares[c] += (uint32_t)_mm512_reduce_add_epi32(q);
-    }
-    memset(all_sums, 0, (size_t)(2 * 4 * layout->period));
-}
-
-/* The smallest byte of `lo` and the largest of `hi` onto *low and *high (SSE2). */
-INLINE void fold_extremes(__m128i lo, __m128i hi, uint8_t *low, uint8_t *high) {
-    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 8));
-    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 8));
-    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 4));
-    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 4));
-    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 2));
-    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 2));
-    lo = _mm_min_epu8(lo, _mm_srli_si128(lo, 1));
-    hi = _mm_max_epu8(hi, _mm_srli_si128(hi, 1));
-    const uint8_t l = (uint8_t)_mm_cvtsi128_si32(lo), h = (uint8_t)_mm_cvtsi128_si32(hi);
-    *low = l < *low ? l : *low;
-    *high = h > *high ? h : *high;
-}
-
-/* The AVX-512 end of an image's extremes: channel by channel, masked minima and maxima
- * of the blocks, then of the bytes. */
-TARGET_AVX512
-static void extremes_avx512(lanes_t *lanes, uint8_t *lows, uint8_t *highs) {
-    const layout_t *layout = lanes->layout;
-    const extreme_term_t *term = layout->extreme_terms;
-    for (Py_ssize_t c = 0; c < layout->channels; c++) {
-        __m512i lo = _mm512_set1_epi8((char)255), hi = _mm512_setzero_si512();
-        for (; term < layout->extreme_terms + layout->extreme_end[c]; term++) {
-            const Py_ssize_t at = BLOCK * term->block;
-            lo = _mm512_mask_min_epu8(lo, term->mask, lo, _mm512_loadu_si512(lanes->lows + at));
-            hi = _mm512_mask_max_epu8(hi, term->mask, hi, _mm512_loadu_si512(lanes->highs + at));
-        }
-        const __m256i l = _mm256_min_epu8(_mm512_castsi512_si256(lo),
-                                          _mm512_extracti64x4_epi64(lo, 1));
-        const __m256i h = _mm256_max_epu8(_mm512_castsi512_si256(hi),
-                                          _mm512_extracti64x4_epi64(hi, 1));
-        fold_extremes(_mm_min_epu8(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1)),
-                      _mm_max_epu8(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)),
-                      lows + c, highs + c);
-    }
-}
-
-TARGET_AVX512 NOINLINE
-static void pairs_avx512bw(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
-    pairs_avx512(lanes, base, pairs, square_add);
-}
-
-TARGET_AVX512_VNNI NOINLINE
-static void pairs_avx512vnni(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
-    pairs_avx512(lanes, base, pairs, square_add_vnni);
-}
-
-TARGET_AVX512
-static void image_avx512(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t length,
-                         int64_t *sums, int64_t *squares, uint8_t *lows, uint8_t *highs) {
-    lanes_image(lanes, pairs_avx512bw, block_avx512, flush_avx512, extremes_avx512, pixels,
-                length, sums, squares, lows, highs);
-}
-
-TARGET_AVX512_VNNI
-static void image_avx512vnni(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t length,
-                             int64_t *sums, int64_t *squares, uint8_t *lows, uint8_t *highs) {
-    lanes_image(lanes, pairs_avx512vnni, block_avx512, flush_avx512, extremes_avx512, pixels,
-                length, sums, squares, lows, highs);
 }
 
 /* Lane j of the result all ones where bit j of `bits` is set (j < 8). */
@@ -800,13 +805,15 @@ static int check_size(const Py_buffer *buffer, Py_ssize_t expected, const char *
     return 1;
 }
 
-/* `count` rows of `row_bytes` through the chosen variant, without the GIL: no Python
- * object is touched. False when memory ran out. */
-static int run_moments(const variant_t *variant, int always, const uint8_t *base,
+/* `count` rows of `row_bytes` through the chosen variant (or the portable loop, rows
+ * under min_row_bytes unless `every_row`), without the GIL: no Python object is
+ * touched. False when memory ran out. */
+static int run_moments(const variant_t *variant, int every_row, const uint8_t *base,
                        Py_ssize_t count, Py_ssize_t row_bytes, Py_ssize_t channels,
                        int64_t *sum_out, int64_t *sq_out, uint8_t *lo_out, uint8_t *hi_out) {
 #if X86_KERNELS
-    if (variant->image != NULL && (always || row_bytes >= layouts[channels]->min_row_bytes)) {
+    if (variant->image != NULL &&
+        (every_row || row_bytes >= layouts[channels]->min_row_bytes)) {
         /* 640 bytes per block of the period: on the stack for the usual channel counts
          * (a period of at most 6 blocks), on the heap up to 80 KB for C = 127. */
         const layout_t *layout = layouts[channels];
@@ -829,7 +836,7 @@ static int run_moments(const variant_t *variant, int always, const uint8_t *base
     }
 #else
     (void)variant;
-    (void)always;
+    (void)every_row;
 #endif
     for (Py_ssize_t n = 0; n < count; n++)
         portable_image(base + n * row_bytes, row_bytes, channels, sum_out + n * channels,
@@ -863,7 +870,7 @@ static PyObject *moments(PyObject *self, PyObject *args) {
         goto done;
     {
         const variant_t *variant = chosen;
-        const int always = forced;
+        const int every_row = forced;
 #if X86_KERNELS
         if (variant->image != NULL && layouts[channels] == NULL &&
             (layouts[channels] = layout_new(channels)) == NULL)
@@ -871,7 +878,7 @@ static PyObject *moments(PyObject *self, PyObject *args) {
 #endif
         int ok;
         Py_BEGIN_ALLOW_THREADS
-        ok = run_moments(variant, always, images.buf, count, row_bytes, channels, sums.buf,
+        ok = run_moments(variant, every_row, images.buf, count, row_bytes, channels, sums.buf,
                          squares.buf, lows.buf, highs.buf);
         Py_END_ALLOW_THREADS
         if (!ok) {
