@@ -3,14 +3,18 @@
 8-bit images are what most datasets hold, and for them the statistics must cost little
 next to decoding. numpy needs four passes (a float copy, two matrix products, min, max);
 the C kernel `normstats.maths._moments`, compiled when normstats is installed, reads each
-byte once: each image row is cut into blocks of 96 bytes (a multiple of 1, 2, 3 and 4
-channels, so lane ``l`` always holds channel ``l % C``) whose lanes update uint32 sums and
-sums of squares and uint8 extremes, a loop the compiler turns into SIMD code (~20 GB/s a
-core on 256² images here, ~9 GB/s on 32² ones). Accumulators are flushed into int64 before
-they could overflow. Integer arithmetic throughout: results are exact and identical to
-`normstats.maths.image_moments`.
+byte once. On x86-64 with AVX-512BW (VNNI used where present) or AVX2, picked at import
+by the CPU, each image row is cut into periods of lcm(C, 64) bytes, so that every vector
+lane always holds one channel: the bytes of two periods are paired into 16-bit words
+whose squares ``vpmaddwd`` adds into 32-bit lanes of one byte offset each, sums run in
+16-bit lanes, extremes are byte minima and maxima, and the lanes are flushed into int64
+every 65,536 pixels, before they could overflow. Measured on one core of a Zen 4 EPYC,
+images in cache: 39 GB/s on 256×256×3 images (35 with one channel, 42 with four) and
+22 GB/s on batches of 32×32×3 ones, 3.5 times the compiler-vectorised loop that other
+platforms use (as exact, 11 and 6 GB/s). Integer arithmetic throughout: results are
+exact and identical to `normstats.maths.image_moments`.
 
-Loading it is an ordinary import of a few kilobytes: no compiler runs at run time, and a
+Loading it is an ordinary import of a small library: no compiler runs at run time, and a
 run of three images pays nothing for it. An installation without it (a source tree used
 without ``pip install``) says so once and falls back to numpy's passes, which give the
 same results more slowly.

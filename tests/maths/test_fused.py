@@ -1,8 +1,44 @@
+import math
+
 import numpy as np
 import pytest
 
-from normstats.maths import fused
+from normstats.maths import _moments, fused
 from normstats.maths.image_moments import extrema, integer_sums
+
+# The kernel's own constants (normstats/maths/_moments.c): the 32-bit lanes are flushed
+# every SEGMENT_PIXELS pixels, the 16-bit sums widened every SUM_STEPS pairs of periods.
+SEGMENT_PIXELS = 65536
+SUM_STEPS = 128
+
+
+@pytest.fixture(params=_moments._variants())
+def variant(request):
+    """Each kernel variant this CPU runs (AVX-512 with and without VNNI, AVX2, the
+    portable loop), made the one `moments` uses for the test."""
+    previous = _moments._select(request.param)
+    yield request.param
+    _moments._select(previous)
+
+
+def period(channels: int) -> int:
+    """The vector kernels' period: lcm(C, 64) bytes, byte i holding channel i % C."""
+    return math.lcm(channels, 64)
+
+
+def oracle(flat: np.ndarray, channels: int) -> list[list[list[int]]]:
+    """Sums, squares, minima and maxima of (N, bytes) uint8 rows, in int64 (exact here)."""
+    values = flat.reshape(flat.shape[0], -1, channels)
+    wide = values.astype(np.int64)
+    return [wide.sum(axis=1).tolist(), (wide * wide).sum(axis=1).tolist(),
+            values.min(axis=1, initial=255).tolist(), values.max(axis=1, initial=0).tolist()]
+
+
+def kernel(flat: np.ndarray, channels: int) -> list[list[list[int]]]:
+    """The compiled kernel on (N, bytes) rows, as `oracle` gives them."""
+    out = fused.outputs(flat.shape[0], channels)
+    _moments.moments(flat, flat.shape[0], channels, *out)
+    return [a.tolist() for a in out]
 
 
 def test_the_compiled_kernel_is_built_with_the_install():
@@ -15,7 +51,7 @@ def test_the_compiled_kernel_is_built_with_the_install():
 @pytest.mark.parametrize("shape", [(3, 5, 7, 3), (2, 1, 1, 1), (1, 33, 31, 4), (2, 9, 11, 2),
                                    (1, 1100, 1000, 3), (4, 300, 300, 1), (2, 257, 256, 3),
                                    (5, 3, 3, 1)])
-def test_compiled_kernel_equals_the_numpy_kernels(shape, rng):
+def test_compiled_kernel_equals_the_numpy_kernels(shape, rng, variant):
     stack = rng.integers(0, 256, size=shape, dtype=np.uint8)
     sums, squares, low, high = fused.uint8_moments(stack)
     expected_sums, expected_squares = integer_sums(stack)
@@ -26,10 +62,10 @@ def test_compiled_kernel_equals_the_numpy_kernels(shape, rng):
 
 
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
-def test_accumulators_never_overflow_at_the_maximum(channels):
-    # 6.7 M values of 255 per channel: each uint32 lane of squares holds 65,536 blocks of
-    # 96 bytes (65,536 · 255² < 2**32) and must be flushed before the 65,537th; this image
-    # has 70,000 · C blocks.
+def test_accumulators_never_overflow_at_the_maximum(channels, variant):
+    # 6.7 M values of 255 per channel: 102 flushes of the vector kernels' 32-bit lanes;
+    # the portable loop's uint32 lanes hold 65,536 blocks of 96 bytes (65,536 · 255² <
+    # 2**32) and must be flushed before the 65,537th; this image has 70,000 · C blocks.
     stack = np.full((1, 7000, 960, channels), 255, dtype=np.uint8)
     sums, squares, low, high = fused.uint8_moments(stack)
     assert squares.tolist() == [[255**2 * 7000 * 960] * channels]
@@ -69,7 +105,7 @@ def test_numpy_fallback_kernel_keeps_the_kernels_contract(shape, rng):
 
 
 @pytest.mark.parametrize("channels", [5, 7, 128])
-def test_unusual_channel_counts_keep_every_lane_on_its_channel(channels, rng):
+def test_unusual_channel_counts_keep_every_lane_on_its_channel(channels, rng, variant):
     """96 is not a multiple of 5 or 7: the lane count is then the largest multiple of C."""
     stack = rng.integers(0, 256, size=(2, 13, 11, channels), dtype=np.uint8)
     sums, squares, low, high = fused.uint8_moments(stack)
@@ -128,3 +164,94 @@ def test_a_missing_kernel_is_said_once_and_numpy_gives_the_same_answer(monkeypat
         fused._extension.cache_clear()
     assert [a.tolist() for a in got] == [a.tolist() for a in expected]
     assert fused.available()
+
+
+def test_every_variant_is_listed_best_first_and_selectable():
+    names = _moments._variants()
+    assert names[-1] == "portable" and len(set(names)) == len(names)
+    assert _moments._select("portable") is None  # the automatic choice until then
+    try:
+        assert _moments._select(names[0]) == "portable"
+    finally:
+        _moments._select(None)
+    with pytest.raises(ValueError, match="no kernel variant"):
+        _moments._select("sse9")
+
+
+@pytest.mark.parametrize("channels", [3, 48, 127])
+def test_the_automatic_choice_is_exact_for_short_and_long_rows(channels, rng):
+    """Past 16 channels, short rows take the portable loop and long ones a vector
+    kernel: the same results either way."""
+    for pixels in (1, 10, 100, 2000):
+        flat = rng.integers(0, 256, size=(3, pixels * channels), dtype=np.uint8)
+        assert kernel(flat, channels) == oracle(flat, channels), pixels
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5, 6, 7, 8, 12, 100, 127, 128])
+def test_a_single_byte_counts_for_the_channel_of_its_offset(channels, variant):
+    """Image i is zero but for one byte: every offset of two periods and of the blocks
+    and tail after them in turn (one in 37 for the longest periods). A lane read for the
+    wrong channel moves that byte."""
+    length = 2 * period(channels) + 2 * period(channels) // channels * channels + channels
+    offsets = np.arange(length)
+    if length > 2048:
+        offsets = np.unique(np.concatenate([offsets[::37], offsets[-200:]]))
+    flat = np.zeros((len(offsets), length), np.uint8)
+    flat[np.arange(len(offsets)), offsets] = 200
+    sums, squares, lows, highs = kernel(flat, channels)
+    expected = np.zeros((len(offsets), channels), np.int64)
+    expected[np.arange(len(offsets)), offsets % channels] = 200
+    assert sums == expected.tolist()
+    assert squares == (expected * 200).tolist()
+    assert highs == expected.tolist()
+    assert lows == np.zeros_like(expected).tolist()  # every channel has zeros
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5, 6, 7, 8, 24, 127])
+def test_channels_with_distinct_ranges_keep_their_own_statistics(channels, rng, variant):
+    """Channel c spans [8c, 8c + 100]: any two channels mixed in a lane would show."""
+    pixels = 3 * SUM_STEPS * period(channels) // channels + 17
+    flat = (rng.integers(0, 101, size=(2, pixels, channels))
+            + 8 * np.arange(channels) % 156).astype(np.uint8).reshape(2, -1)
+    assert kernel(flat, channels) == oracle(flat, channels)
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_every_length_modulo_two_periods(channels, rng, variant):
+    """Rows of every pixel count from 1 to past two periods, and as many from a chunk
+    on (more for C > 1): the pairs of periods, the whole blocks after them and the scalar
+    tail take every share of an image."""
+    pixels_per_pair = 2 * period(channels) // channels
+    starts = (1, SUM_STEPS * pixels_per_pair + 1)
+    for pixels in [s + i for s in starts for i in range(pixels_per_pair + 1)]:
+        flat = rng.integers(0, 256, size=(2, pixels * channels), dtype=np.uint8)
+        assert kernel(flat, channels) == oracle(flat, channels), pixels
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5, 6, 7, 8, 48, 127])
+def test_all_255_images_at_every_flush_boundary(channels, variant):
+    """All-255 rows of every pixel count around one, two and three flushes of the 32-bit
+    lanes. A flush takes at most 65,536 pixels of pairs of periods plus the whole blocks
+    of under two periods after them; 255² · n < 2**32 only up to n = 66,051, which the
+    sweep passes (one count in 13 for the long periods of many channels)."""
+    step = 1 if channels <= 8 else 13
+    counts = [n for start in (SEGMENT_PIXELS - 300, 2 * SEGMENT_PIXELS - 2, 3 * SEGMENT_PIXELS - 2)
+              for n in range(start, start + (800 if start < SEGMENT_PIXELS else 140), step)]
+    row = np.full(max(counts) * channels, 255, np.uint8)
+    for pixels in counts:
+        sums, squares, lows, highs = kernel(row[:pixels * channels].reshape(1, -1), channels)
+        assert sums == [[255 * pixels] * channels], pixels
+        assert squares == [[255 * 255 * pixels] * channels], pixels
+        assert lows == highs == [[255] * channels]
+
+
+def test_extremes_found_in_every_part_of_an_image(variant):
+    """A minimum and a maximum in the pairs of periods, in the blocks after them and in
+    the tail, each for a different channel."""
+    channels = 3
+    pixels = 4 * period(channels) // channels + 64 // channels + 5
+    flat = np.full((3, pixels * channels), 100, np.uint8)
+    for row, at in enumerate([7, 4 * period(channels) + 10, pixels * channels - 2]):
+        flat[row, at] = 3
+        flat[row, at - 1] = 250
+    assert kernel(flat, channels) == oracle(flat, channels)
