@@ -26,7 +26,7 @@ from normstats_cli.distributed import cluster_options, scheduler_option
 from normstats_cli.errors import user_errors
 from normstats_cli.manifests import compute_manifest_from_cli, manifests_command, verify_command
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 _MODES = ("RGB", "L", "RGBA", "keep")
 _LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
@@ -224,6 +224,24 @@ main.add_command(manifests_command)
 main.add_command(verify_command)
 main.add_command(compare_command)
 main.add_command(condition_command)
+
+
+
+def run() -> None:
+    """The ``normstats`` command (console script and ``python -m normstats``).
+
+    The process ends with the command, so its objects are frozen first: the interpreter's
+    last garbage collection at exit then skips them (~15 ms of every run on a folder,
+    where the ceiling a run is measured against pays ~10 ms to exit). Library callers and
+    tests call `main`, which leaves the collector alone.
+    """
+    import gc
+
+    try:
+        main()
+    finally:
+        gc.freeze()
+
 
 if __name__ == "__main__":
     main(sys.argv[1:])

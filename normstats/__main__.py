@@ -1,6 +1,6 @@
 """``python -m normstats``: the same command line as ``normstats``."""
 
-from normstats_cli import main
+from normstats_cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -160,7 +160,7 @@ def test_the_wheel_carries_the_command_line_the_kernel_and_every_manifest(tmp_pa
     assert any(name.startswith("normstats/maths/_moments.") and name.endswith((".so", ".pyd"))
                for name in names)  # the statistics kernel, compiled as the wheel is built
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "normstats = normstats_cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "normstats = normstats_cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_importing_the_package_loads_neither_numpy_nor_dask():

@@ -29,8 +29,8 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["uint8_moments", "uint8_moments_into", "outputs", "available", "exponent_bins",
-           "MISSING_NOTICE"]
+__all__ = ["uint8_moments", "uint8_moments_into", "uint8_moments_rows", "outputs", "available",
+           "exponent_bins", "MISSING_NOTICE"]
 
 MISSING_NOTICE = ("normstats: the compiled statistics kernel is missing from this installation "
                   "(reinstall with `pip install normstats`); using numpy's slower passes")
@@ -148,3 +148,21 @@ def uint8_moments_into(image: np.ndarray, row: int, sums: np.ndarray, squares: n
     flat = np.ascontiguousarray(image).reshape(1, -1)
     end = row + 1
     _kernel(sums.shape[1])(flat, sums[row:end], squares[row:end], lows[row:end], highs[row:end])
+
+
+def uint8_moments_rows(images: np.ndarray, row: int, sums: np.ndarray, squares: np.ndarray,
+                       lows: np.ndarray, highs: np.ndarray) -> None:
+    """Reduce ``count`` uint8 images of equal size, given as a contiguous (count, bytes)
+    block with channels interleaved, into rows ``row`` to ``row + count`` of `outputs`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = outputs(3, 2)
+    >>> uint8_moments_rows(np.arange(8, dtype=np.uint8).reshape(2, 4), 1, *out)
+    >>> out[0].tolist()
+    [[0, 0], [2, 4], [10, 12]]
+    """
+    end = row + len(images)
+    _kernel(sums.shape[1])(np.ascontiguousarray(images), sums[row:end], squares[row:end],
+                           lows[row:end], highs[row:end])

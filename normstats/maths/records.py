@@ -18,8 +18,7 @@ from normstats.maths.image_moments import MAX_INTEGER_BITS, extrema, float_momen
 from normstats.maths.moments import FloatMoments, IntegerMoments, Moments
 
 __all__ = ["Skipped", "IntegerRecords", "FloatRecords", "Records", "records_from_stack",
-           "concat_records", "default_channel_names",
-           "Uint8Rows"]
+           "concat_records", "default_channel_names"]
 
 
 @dataclass(frozen=True)
@@ -196,61 +195,6 @@ FLOAT_LIMIT = 2.0**480
 TOO_LARGE_REASON = (f"float values beyond ±{FLOAT_LIMIT:.2e}: their squares overflow float64; "
                     "divide the data by a power of two first (the statistics scale with it "
                     "exactly)")
-
-
-class Uint8Rows:
-    """Per-image records of uint8 images added one at a time, any sizes, no stacking.
-
-    Each image is reduced by the compiled kernel when it is added (needs
-    `normstats.maths.fused.available()`) straight into preallocated rows, so a caller can drop
-    its pixels at once and the per-image cost stays a few microseconds.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> rows = Uint8Rows(capacity=2)
-    >>> rows.add("a", np.zeros((2, 2, 1), np.uint8), ("L",))
-    >>> rows.add("b", np.ones((3, 1, 1), np.uint8), ("L",))
-    >>> [r.pixels.tolist() for r in rows.records()]
-    [[4, 3]]
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = max(1, int(capacity))
-        self._groups: dict[tuple[str, ...], _Uint8Group] = {}
-
-    def add(self, key: str, pixels: np.ndarray, channel_names: tuple[str, ...]) -> None:
-        """Reduce one (H, W, C) uint8 image now and keep its numbers."""
-        group = self._groups.get(channel_names)
-        if group is None:
-            group = self._groups[channel_names] = _Uint8Group(self.capacity, pixels.shape[2])
-        group.add(key, pixels)
-
-    def records(self) -> list[IntegerRecords]:
-        """One `IntegerRecords` per channel layout, rows in the order they were added."""
-        return [group.records(names) for names, group in self._groups.items()]
-
-
-class _Uint8Group:
-    """Preallocated rows of one channel layout, filled by the compiled kernel in place."""
-
-    def __init__(self, capacity: int, channels: int) -> None:
-        self.keys: list[str] = []
-        self.pixels = np.zeros(capacity, dtype=np.int64)
-        self.outputs = fused.outputs(capacity, channels)
-
-    def add(self, key: str, pixels: np.ndarray) -> None:
-        row = len(self.keys)
-        fused.uint8_moments_into(pixels, row, *self.outputs)
-        self.pixels[row] = pixels.shape[0] * pixels.shape[1]
-        self.keys.append(key)
-
-    def records(self, names: tuple[str, ...]) -> IntegerRecords:
-        n = len(self.keys)
-        sums, squares, lows, highs = (array[:n] for array in self.outputs)
-        return IntegerRecords(dtype="uint8", channel_names=names, keys=tuple(self.keys),
-                              pixels=self.pixels[:n], sums=sums, sums_sq=squares,
-                              minimum=lows.astype(np.float64), maximum=highs.astype(np.float64))
 
 
 def _names(stack: np.ndarray, channel_names: tuple[str, ...] | None) -> tuple[str, ...]:

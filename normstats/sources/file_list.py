@@ -214,6 +214,17 @@ class FileList(Sequence[FileEntry]):
                 yield FileEntry(paths[offsets[i]:offsets[i + 1]].decode(_ENCODING, _ERRORS),
                                 size, mtime, stamp)
 
+    def paths(self) -> list[str]:
+        """Every file's relative path, in order (cheaper than iterating the entries).
+
+        Examples
+        --------
+        >>> FileList.from_columns(["a.png", "b/c.png"], [1, 2], [0, 0]).paths()
+        ['a.png', 'b/c.png']
+        """
+        offsets, data = self._offsets.tolist(), self._paths
+        return [data[a:b].decode(_ENCODING, _ERRORS) for a, b in zip(offsets, offsets[1:])]
+
     def take(self, indices: Any) -> FileList:
         """The files at ``indices`` (any integer array-like), in that order, as a new list.
 

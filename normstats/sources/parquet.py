@@ -23,7 +23,7 @@ from normstats.sources.base import Task, split_evenly
 from normstats.sources.decoding.decode import (
     DecodedImage,
     DecodePolicy,
-    Scratch,
+    OutputBuffer,
     channel_names_for,
     decode_bytes,
     decode_file,
@@ -124,7 +124,7 @@ class ParquetTask(DecodingTask):
         return self.stop - self.start
 
     def decoded(self, skipped: list[Skipped],
-                scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:
+                scratch: OutputBuffer | None = None) -> Iterator[tuple[str, DecodedImage]]:
         """Decode row after row, yielding (key, image); the rest go to ``skipped``.
 
         With ``scratch``, each image is valid only until the next one is decoded.
@@ -152,7 +152,7 @@ class ParquetTask(DecodingTask):
         for offset, cell in enumerate(values):
             yield f"{name}:{first + self.start + offset}", cell
 
-    def _decode(self, key: str, cell: Any, scratch: Scratch | None) -> DecodedImage:
+    def _decode(self, key: str, cell: Any, scratch: OutputBuffer | None) -> DecodedImage:
         data, path = (cell.get("bytes"), cell.get("path")) if isinstance(cell, dict) else (
             (cell, None) if self.kind == "bytes" else (None, cell))
         if data is not None:

@@ -30,7 +30,7 @@ from normstats.sources.decoding.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
     DecodePolicy,
-    Scratch,
+    OutputBuffer,
     channel_names_for,
     decode_bytes,
 )
@@ -201,7 +201,7 @@ class TarTask(DecodingTask):
         return len(self.members)
 
     def decoded(self, skipped: list[Skipped],
-                scratch: Scratch | None = None) -> Iterator[tuple[str, DecodedImage]]:
+                scratch: OutputBuffer | None = None) -> Iterator[tuple[str, DecodedImage]]:
         """Decode member after member, yielding (key, image); the rest go to ``skipped``.
 
         With ``scratch``, each image is valid only until the next one is decoded.

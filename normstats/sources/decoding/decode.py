@@ -40,6 +40,7 @@ from normstats.sources.decoding.policy import (
     MODES,
     DecodedImage,
     DecodePolicy,
+    OutputBuffer,
     Scratch,
     channel_names_for,
 )
@@ -47,11 +48,11 @@ from normstats.sources.decoding.transforms import apply_transforms
 
 __all__ = ["DecodePolicy", "MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
            "decode_file", "decode_bytes", "decode_jpeg_fast", "read_whole_file",
-           "channel_names_for", "DecodedImage", "Scratch"]
+           "channel_names_for", "DecodedImage", "Scratch", "OutputBuffer"]
 
 
 def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
-                scratch: Scratch | None = None, size_hint: int | None = None) -> DecodedImage:
+                scratch: OutputBuffer | None = None, size_hint: int | None = None) -> DecodedImage:
     """Read and decode one file to an (H, W, C) array under ``policy``.
 
     With ``scratch``, the pixels may live in that buffer and stay valid only until the
@@ -83,7 +84,7 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
 
 
 def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
-                 scratch: Scratch | None = None) -> DecodedImage:
+                 scratch: OutputBuffer | None = None) -> DecodedImage:
     """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``.
 
     Running out of memory is reported as what it is (`OUT_OF_MEMORY_REASON`), never as
@@ -104,7 +105,7 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
 
 
 def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
-                  scratch: Scratch | None) -> DecodedImage:
+                  scratch: OutputBuffer | None) -> DecodedImage:
     if not data:
         raise UnreadableInputError("zero-byte file", name)
     # the file's signature picks the fast path to try (a call less for the other format)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normstats.sources.decoding.policy import DecodePolicy, Scratch
+from normstats.sources.decoding.policy import DecodePolicy, OutputBuffer
 
 try:  # libjpeg-turbo without Pillow's per-image overhead: ~2-4x faster JPEG decoding
     import simplejpeg as _simplejpeg
@@ -15,7 +15,7 @@ __all__ = ["decode_jpeg_fast"]
 
 
 def decode_jpeg_fast(data: bytes, policy: DecodePolicy,
-                     scratch: Scratch | None = None) -> np.ndarray | None:
+                     scratch: OutputBuffer | None = None) -> np.ndarray | None:
     """Decode a JPEG with libjpeg-turbo (simplejpeg) where the pixels equal Pillow's.
 
     Both use libjpeg-turbo with the accurate integer IDCT and fancy upsampling, which

@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - a source tree used without pip install
     _png_chunks = None
 
 if TYPE_CHECKING:
-    from normstats.sources.decoding.policy import DecodePolicy, Scratch
+    from normstats.sources.decoding.policy import DecodePolicy, OutputBuffer
 
 __all__ = ["decode_png_fast", "plain_png_header", "PNG_SIGNATURE"]
 
@@ -222,7 +222,7 @@ def _plain_ihdr(data: bytes, offset: int) -> tuple[int, int, int] | None:
 
 
 def decode_png_fast(data: bytes, policy: DecodePolicy,
-                    scratch: Scratch | None = None) -> np.ndarray | None:
+                    scratch: OutputBuffer | None = None) -> np.ndarray | None:
     """Decode a plain 8-bit PNG with libpng to (H, W, C) under ``policy``, or return None.
 
     None means "let Pillow decode it": the file is not plain (see `plain_png_header`),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from PIL import Image
@@ -18,8 +18,9 @@ from normstats.errors import InvalidOptionError
 from normstats.sources.decoding.file_read import default_file_limit
 from normstats.sources.decoding.transforms import parse_size
 
-__all__ = ["DecodePolicy", "policy_of", "DecodedImage", "Scratch", "MODES", "ALLOWED_FORMATS",
-           "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS", "NATIVE_NAMES", "channel_names_for"]
+__all__ = ["DecodePolicy", "policy_of", "DecodedImage", "Scratch", "OutputBuffer", "MODES",
+           "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS", "NATIVE_NAMES",
+           "channel_names_for"]
 
 MODES = ("RGB", "L", "RGBA", "keep")
 ALLOWED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM")
@@ -112,6 +113,14 @@ def channel_names_for(mode: str, channels: int) -> tuple[str, ...]:
     if mode != "keep":
         return NATIVE_NAMES[mode]
     return {1: ("L",), 2: ("L", "A"), 3: ("R", "G", "B"), 4: ("R", "G", "B", "A")}[channels]
+
+
+class OutputBuffer(Protocol):
+    """Where a decoder may write an image's pixels: ``take(nbytes)`` gives a writable uint8
+    buffer of that size, valid until the image is used (a `Scratch`, or the records of a
+    task, `normstats.maths.uint8_rows.Uint8Rows`, which reduce small images in batches)."""
+
+    def take(self, nbytes: int) -> np.ndarray: ...
 
 
 class Scratch:
