@@ -38,8 +38,9 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     if freeze:
         gc.freeze()
     try:
-        with ProcessPoolExecutor(max(1, workers), mp_context=multiprocessing.get_context(method),
-                                 initializer=_worker_start, initargs=(os.getpid(),)) as pool:
+        with _one_blas_thread(), \
+                ProcessPoolExecutor(max(1, workers), mp_context=multiprocessing.get_context(method),
+                                    initializer=_worker_start, initargs=(os.getpid(),)) as pool:
             yield pool
     finally:
         if freeze:
@@ -66,7 +67,8 @@ def _worker_start(parent: int) -> None:
     worker already has a new parent and exits at once. The worker is a process of ours,
     so Pillow's own limit is lifted (the policy's is enforced from each header,
     `normstats.sources.decoding.decode`) and Pillow's UserWarnings about damaged files,
-    which the skip reasons already word, are silenced.
+    which the skip reasons already word, are silenced. BLAS comes limited to one thread
+    from the parent (`_one_blas_thread`).
     """
     if sys.platform.startswith("linux"):
         import ctypes
@@ -83,18 +85,19 @@ def _worker_start(parent: int) -> None:
     Image.MAX_IMAGE_PIXELS = None
     warnings.simplefilter("ignore", UserWarning)
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-    _one_blas_thread()
 
 
-#: Kept alive for the worker's life: the BLAS thread limit of `_one_blas_thread`.
-_BLAS_LIMIT: list = []
+def _one_blas_thread() -> contextlib.AbstractContextManager:
+    """numpy's BLAS on one thread while the pool lives, so the workers are forked with one.
 
-
-def _one_blas_thread() -> None:
-    """Each worker is one of the run's parallel workers: numpy's BLAS (the exact sums of
-    16-bit and float images, and of 8-bit ones without the compiled kernel) must not start
-    threads of its own in every worker. Two workers with two OpenBLAS threads each ran
-    a folder of small PNGs at half the speed of one worker on this machine."""
+    Each worker is one of the run's parallel workers: BLAS (the exact sums of 16-bit and
+    float images, and of 8-bit ones without the compiled kernel) must not start threads
+    of its own in every worker (two workers with two OpenBLAS threads each ran a folder of
+    small PNGs at half the speed of one). Limiting it in each worker instead made OpenBLAS
+    start a helper thread there that spun for a while, taking ~10% of a 0.5 s run from the
+    decoders; forked with the limit set, a worker runs BLAS inline and starts no thread.
+    The caller's own BLAS calls run on one thread until the pool closes, then as before.
+    """
     from threadpoolctl import threadpool_limits
 
-    _BLAS_LIMIT.append(threadpool_limits(limits=1, user_api="blas"))
+    return threadpool_limits(limits=1, user_api="blas")
