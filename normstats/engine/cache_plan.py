@@ -119,7 +119,12 @@ def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex],
     >>> [f.path for f in p.compute], p.cached, p.stale
     (['b.png', 'c.png'], 1, 1)
     """
-    wanted = {f.path: (f.size, f.mtime_ns, f.stamp) for f in files if f.path not in distrust}
+    files = FileList.of(files)
+    paths = files.paths()
+    keys = zip(files.sizes.tolist(), files.mtimes.tolist(), files.stamps.tolist())
+    wanted = dict(zip(paths, keys))
+    for path in distrust:
+        wanted.pop(path, None)
     taken: set[str] = set()
     reuse: list[tuple[str, np.ndarray]] = []
     failures: list[CachedFailure] = []
@@ -132,7 +137,7 @@ def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex],
                     wanted.get(failure.path) == failure.key:
                 taken.add(failure.path)
                 failures.append(failure)
-    compute = FileList.of(f for f in files if f.path not in taken)
+    compute = files.take([row for row, path in enumerate(paths) if path not in taken])
     stale = sum(s.entries for s in segments) - len(taken)
     used = frozenset(name for name, _ in reuse) | _failure_segments(segments, failures)
     return CachePlan(tuple(sorted(reuse, key=lambda r: r[0])),

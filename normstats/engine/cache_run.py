@@ -245,7 +245,7 @@ class SegmentWriter:
         Built on first use, when results arrive from the decoding workers: they are forked
         before it exists, so they do not each carry this per-file dict.
         """
-        return {entry.path: row for row, entry in enumerate(self.files)}
+        return dict(zip(self.files.paths(), range(len(self.files))))
 
     def _failures(self, result: TaskResult) -> list[CachedFailure]:
         return [CachedFailure(s.path, int(self.files.sizes[self.rows[s.path]]),

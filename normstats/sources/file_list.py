@@ -1,9 +1,9 @@
-"""A compact, immutable list of files: one buffer of paths and four int64 arrays.
+"""A compact, immutable list of files: one buffer of paths and four integer arrays.
 
 A folder listing kept as a tuple of `FileEntry` objects costs ~170 bytes a file beyond
 its path characters in Python objects (~460 bytes a file of resident memory once the
 allocator's leftovers are counted), and decoding workers are forked after the walk, so
-every one of them carries that too. `FileList` keeps 32 bytes a file plus the UTF-8
+every one of them carries that too. `FileList` keeps 28 bytes a file plus the UTF-8
 bytes of its path, builds a `FileEntry` only when one is asked for, slices without
 copying, and pickles as five buffers (tasks travel to worker processes by pickle).
 """
@@ -19,15 +19,19 @@ from typing import Any, overload
 
 import numpy as np
 
-__all__ = ["FileEntry", "FileList", "change_stamp", "change_stamps", "stamp_of"]
+__all__ = ["FileEntry", "FileList", "change_stamp", "change_stamps", "stamp_of",
+           "PATH_ENCODING", "PATH_ERRORS"]
 
 # surrogatepass: paths of undecodable file names hold lone surrogates (os.fsdecode's
 # surrogateescape); this codec round-trips every Python str, exactly.
-_ENCODING, _ERRORS = "utf-8", "surrogatepass"
+PATH_ENCODING, PATH_ERRORS = "utf-8", "surrogatepass"
 
 #: Entries are built this many at a time when iterating, so iterating a huge list never
 #: turns all its numbers into Python ints at once.
 _CHUNK = 4096
+#: Paths are decoded this many at a time: a batch at once is cheaper, and a task of many
+#: small images then never holds all its path strings.
+_PATH_CHUNK = 256
 
 
 #: An odd 64-bit constant (2**64 / golden ratio): multiplying by it spreads inode numbers
@@ -80,7 +84,9 @@ def change_stamps(inodes: Any, ctimes_ns: Any) -> np.ndarray:
     inodes = np.asarray(inodes, dtype=np.uint64)
     ctimes = np.asarray(ctimes_ns, dtype=np.int64).view(np.uint64)
     with np.errstate(over="ignore"):  # the product wraps modulo 2**64 by design
-        return ((inodes * np.uint64(_SPREAD)) ^ ctimes).view(np.int64)
+        stamps = inodes * np.uint64(_SPREAD)
+    np.bitwise_xor(stamps, ctimes, out=stamps)  # in place: one column's memory, not two
+    return stamps.view(np.int64)
 
 
 def stamp_of(info: os.stat_result) -> int:
@@ -96,7 +102,7 @@ class FileList(Sequence[FileEntry]):
     paths : bytes
         The UTF-8 (surrogatepass) encoded paths, back to back.
     offsets : numpy.ndarray
-        int64, one more than the files: path ``i`` is ``paths[offsets[i]:offsets[i + 1]]``.
+        Integers, one more than the files: path ``i`` is ``paths[offsets[i]:offsets[i + 1]]``.
     sizes, mtimes : numpy.ndarray
         int64 size and ``mtime_ns`` of each file.
     stamps : numpy.ndarray, optional
@@ -122,8 +128,9 @@ class FileList(Sequence[FileEntry]):
         if not len(offsets) == len(sizes) + 1 == len(mtimes) + 1 == len(stamps) + 1:
             raise ValueError("a FileList needs one offset more than sizes, mtimes and stamps")
         self._paths = bytes(paths)
-        # Slices share these arrays: read-only, so no view can change another list.
-        self._offsets = _frozen(offsets)
+        # Slices share these arrays: read-only, so no view can change another list. Paths
+        # under 4 GiB in all (any real folder) take four bytes an offset, not eight.
+        self._offsets = _frozen(offsets, np.uint32 if len(self._paths) < 2**32 else np.int64)
         self.sizes = _frozen(sizes)
         self.mtimes = _frozen(mtimes)
         self.stamps = _frozen(stamps)
@@ -142,11 +149,11 @@ class FileList(Sequence[FileEntry]):
         if joined.isascii():  # one byte a character: lengths are the string lengths
             lengths = np.fromiter(map(len, paths), np.int64, len(paths))
         else:
-            lengths = np.fromiter((len(p.encode(_ENCODING, _ERRORS)) for p in paths),
+            lengths = np.fromiter((len(p.encode(PATH_ENCODING, PATH_ERRORS)) for p in paths),
                                   np.int64, len(paths))
         offsets = np.zeros(len(paths) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        return cls(joined.encode(_ENCODING, _ERRORS), offsets,
+        return cls(joined.encode(PATH_ENCODING, PATH_ERRORS), offsets,
                    np.array(sizes, dtype=np.int64).reshape(-1),
                    np.array(mtimes, dtype=np.int64).reshape(-1),
                    None if stamps is None else np.array(stamps, dtype=np.int64).reshape(-1))
@@ -199,7 +206,7 @@ class FileList(Sequence[FileEntry]):
         if not 0 <= i < n:
             raise IndexError(f"file index {index} out of range for {n} files")
         start, stop = int(self._offsets[i]), int(self._offsets[i + 1])
-        return FileEntry(self._paths[start:stop].decode(_ENCODING, _ERRORS),
+        return FileEntry(self._paths[start:stop].decode(PATH_ENCODING, PATH_ERRORS),
                          int(self.sizes[i]), int(self.mtimes[i]), int(self.stamps[i]))
 
     def __iter__(self) -> Iterator[FileEntry]:
@@ -211,8 +218,8 @@ class FileList(Sequence[FileEntry]):
             mtimes = self.mtimes[first:last].tolist()
             stamps = self.stamps[first:last].tolist()
             for i, (size, mtime, stamp) in enumerate(zip(sizes, mtimes, stamps)):
-                yield FileEntry(paths[offsets[i]:offsets[i + 1]].decode(_ENCODING, _ERRORS),
-                                size, mtime, stamp)
+                path = paths[offsets[i]:offsets[i + 1]].decode(PATH_ENCODING, PATH_ERRORS)
+                yield FileEntry(path, size, mtime, stamp)
 
     def paths(self) -> list[str]:
         """Every file's relative path, in order (cheaper than iterating the entries).
@@ -223,7 +230,24 @@ class FileList(Sequence[FileEntry]):
         ['a.png', 'b/c.png']
         """
         offsets, data = self._offsets.tolist(), self._paths
-        return [data[a:b].decode(_ENCODING, _ERRORS) for a, b in zip(offsets, offsets[1:])]
+        return [data[a:b].decode(PATH_ENCODING, PATH_ERRORS)
+                for a, b in zip(offsets, offsets[1:])]
+
+    def paths_and_sizes(self) -> Iterator[tuple[str, int]]:
+        """Every file's relative path and size, in order: cheaper than iterating the entries,
+        and only a few hundred paths are strings at a time.
+
+        Examples
+        --------
+        >>> list(FileList.from_columns(["a.png", "b/c.png"], [1, 2], [0, 0]).paths_and_sizes())
+        [('a.png', 1), ('b/c.png', 2)]
+        """
+        data = self._paths
+        for first in range(0, len(self), _PATH_CHUNK):
+            offsets = self._offsets[first:first + _PATH_CHUNK + 1].tolist()
+            paths = [data[a:b].decode(PATH_ENCODING, PATH_ERRORS)
+                     for a, b in zip(offsets, offsets[1:])]
+            yield from zip(paths, self.sizes[first:first + _PATH_CHUNK].tolist())
 
     def take(self, indices: Any) -> FileList:
         """The files at ``indices`` (any integer array-like), in that order, as a new list.
@@ -267,7 +291,9 @@ class FileList(Sequence[FileEntry]):
 
     def __hash__(self) -> int:
         paths, offsets, *numbers = self._columns()
-        return hash((paths, offsets.tobytes(), *(column.tobytes() for column in numbers)))
+        # Offsets by value: equal lists hash equal whatever width their offsets were kept in.
+        return hash((paths, offsets.astype(np.int64).tobytes(),
+                     *(column.tobytes() for column in numbers)))
 
     def __repr__(self) -> str:
         shown = ", ".join(repr(entry.path) for entry in islice(self, 3))
@@ -275,7 +301,7 @@ class FileList(Sequence[FileEntry]):
         return f"FileList({len(self)} files: [{shown}{more}])"
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
-    view = np.asarray(array, dtype=np.int64).view()
+def _frozen(array: np.ndarray, dtype: type = np.int64) -> np.ndarray:
+    view = np.asarray(array, dtype=dtype).view()
     view.flags.writeable = False
     return view

@@ -107,7 +107,7 @@ class FolderTask(DecodingTask, ListedTask):
         With ``scratch``, each image is valid only until the next one is decoded.
         """
         prefix, policy = os.path.join(self.root, ""), self.policy
-        for path, size in zip(self.files.paths(), self.files.sizes.tolist()):
+        for path, size in self.files.paths_and_sizes():
             try:
                 image = decode_file(prefix + path, policy, path, scratch, size_hint=size)
             except UnreadableInputError as error:

@@ -14,27 +14,19 @@ numbers of each batch of files go into the columns at once.
 from __future__ import annotations
 
 import os
-from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import compress, product
+from itertools import groupby, product
 from operator import attrgetter
 from pathlib import Path
-from stat import S_ISREG
-
-import numpy as np
 
 from normstats.maths.records import Skipped
-from normstats.sources.decoding.file_read import not_regular_reason
 from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
-from normstats.sources.file_list import FileList, change_stamps
+from normstats.sources.file_list import FileList
+from normstats.sources.found_files import DUPLICATE, FoundFiles
 from normstats.sources.heap import release_free_memory
 
 __all__ = ["WalkResult", "walk_images", "list_named_files", "DUPLICATE"]
-
-#: How a second link to a file already listed begins its skip reason: not an error.
-DUPLICATE = "same file as"
-
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 #: Each folder is opened once, then listed and its files stat'ed relative to that
 #: descriptor: a stat looks up one name, not every folder of its path, and the listing
@@ -92,10 +84,16 @@ def walk_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = 
     ['a.png']
     """
     walk = _Walk(None if confine_to is None else os.path.realpath(confine_to))
-    pending = [(str(Path(root)), "")]  # (folder, its path relative to the root with a sep)
+    # Depth first, each folder's files and subfolders in the order of their paths (a
+    # subfolder sorts as its name and a separator): files are found in sorted order, so
+    # neither their paths nor a sort of them need to be held as Python objects.
+    pending: list[_Step] = [_Descend(str(Path(root)), "")]
     while pending:
-        folder, rel = pending.pop()
-        pending.extend(reversed(walk.visit(folder, rel)))  # depth first, in name order
+        step = pending.pop()
+        if isinstance(step, _Descend):
+            pending.extend(reversed(walk.visit(step.folder, step.rel)))
+        else:
+            walk.add(step)
     files = walk.found.first_link_of_each_file(walk.skipped)
     del walk.found
     # The walk's temporaries (path strings, sort keys, index arrays) would otherwise stay
@@ -117,11 +115,10 @@ def list_named_files(root: str, relative_paths: list[str]) -> WalkResult:
     >>> [f.path for f in list_named_files(str(d), ["b.png", "b.png"]).files]
     ['b.png']
     """
-    found = _Found()
+    found = FoundFiles()
     skipped: list[Skipped] = []
-    relative_paths = list(dict.fromkeys(relative_paths))  # a name given twice is one file
-    _stat_files([os.path.join(root, rel) for rel in relative_paths], relative_paths,
-                found, skipped)
+    relative_paths = sorted(set(relative_paths))  # a name given twice is one file
+    _stat_files(relative_paths, "", found, skipped, under=root)
     files = found.first_link_of_each_file(skipped)
     skipped.sort(key=_PATH)
     return WalkResult(files, tuple(skipped), 0)
@@ -133,14 +130,15 @@ class _Walk:
 
     def __init__(self, boundary: str | None) -> None:
         self.boundary = boundary
-        self.found = _Found()
+        self.found = FoundFiles()
         self.skipped: list[Skipped] = []
         self.seen: set[tuple[int, int]] = set()
         self.ignored = 0
 
-    def visit(self, folder: str, rel: str) -> list[tuple[str, str]]:
+    def visit(self, folder: str, rel: str) -> list[_Step]:
         """List ``folder`` (``rel`` under the root) and stat its image files; return its
-        subfolders in name order, or nothing for a folder already walked."""
+        runs of files and its subfolders in the order of their paths, or nothing for a
+        folder already walked."""
         try:
             info = os.stat(folder)
         except OSError as error:  # a path longer than PATH_MAX, or removed during the walk
@@ -160,29 +158,49 @@ class _Walk:
             if descriptor is not None:
                 os.close(descriptor)
 
-    def _list(self, folder: str, rel: str, descriptor: int | None) -> list[tuple[str, str]]:
-        """Stat the image files of the opened ``folder``; return its subfolders."""
+    def _list(self, folder: str, rel: str, descriptor: int | None) -> list[_Step]:
+        """Sort out the entries of the opened ``folder``: its runs of image files between
+        its subfolders, in the order of their paths."""
         try:
             with os.scandir(folder if descriptor is None else descriptor) as listing:
-                entries = list(listing)
+                subfolders, files = self._sort_out(listing, folder, rel)
         except OSError as error:
             self._skip_folder(rel, "cannot list folder", error)
             return []
-        subfolders, files = self._sort_out(entries, folder, rel)
-        del entries  # only their names live on, in the lists: the entries go before the stats
         images = _image_names(files)
-        images.sort()  # runs of sorted paths: the final sort merges them
         self.ignored += len(files) - len(images)
-        paths = [rel + name for name in images]
-        if descriptor is None:  # Windows: by path
-            images = [os.path.join(folder, name) for name in images]
-        _stat_files(images, paths, self.found, self.skipped, descriptor)
-        return [(os.path.join(folder, name), rel + name + os.sep) for name in sorted(subfolders)]
+        del files
+        # A subfolder sorts as its name and a separator, which no file name holds.
+        order = sorted(images + [name + os.sep for name in subfolders])
+        steps: list[_Step] = []
+        for is_folder, run in groupby(order, key=_ends_with_separator):
+            names = list(run)
+            if is_folder:
+                steps += [_Descend(os.path.join(folder, name[:-len(os.sep)]), rel + name)
+                          for name in names]
+            else:
+                steps.append(_Files(folder, rel, names))
+        return steps
 
-    def _sort_out(self, entries: list[os.DirEntry], folder: str, rel: str
+    def add(self, run: _Files) -> None:
+        """Stat a run of files of one folder and add them to those found (the folder is
+        opened again: a deep tree would otherwise hold a descriptor for each level)."""
+        try:
+            descriptor = os.open(run.folder, _FOLDER_FLAGS) if _BY_DESCRIPTOR else None
+        except OSError:  # the folder went meanwhile: by path, each file skipped with why
+            descriptor = None
+        try:
+            _stat_files(run.names, run.rel, self.found, self.skipped, descriptor,
+                        under=run.folder if descriptor is None else None)
+        finally:
+            if descriptor is not None:
+                os.close(descriptor)
+
+    def _sort_out(self, entries: Iterable[os.DirEntry], folder: str, rel: str
                   ) -> tuple[list[str], list[str]]:
         """The names of the subfolders to walk and of the other files among ``entries``,
-        less the links out of the boundary (skipped)."""
+        less the links out of the boundary (skipped). The entries are taken one at a time
+        from the listing, never held together: only their names live on."""
         subfolders, files = [], []
         boundary = self.boundary
         for entry in entries:
@@ -231,18 +249,46 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _stat_files(names: list[str], paths: list[str], found: _Found, skipped: list[Skipped],
-                dir_fd: int | None = None) -> None:
-    """Stat ``names`` (relative to the folder ``dir_fd`` if given; links followed) and
-    keep the regular files in ``found`` as ``paths``; the others go to ``skipped``."""
+@dataclass
+class _Descend:
+    """A step of the walk: list a folder (``rel`` under the root, with a separator)."""
+
+    folder: str
+    rel: str
+
+
+@dataclass
+class _Files:
+    """A step of the walk: stat a run of image files of ``folder`` (sorted ``names``; ``rel``
+    the folder under the root, with a separator) and add them to those found."""
+
+    folder: str
+    rel: str
+    names: list[str]
+
+
+_Step = _Descend | _Files
+
+
+def _ends_with_separator(name: str) -> bool:
+    return name.endswith(os.sep)
+
+
+def _stat_files(names: list[str], rel: str, found: FoundFiles, skipped: list[Skipped],
+                dir_fd: int | None = None, under: str | None = None) -> None:
+    """Stat ``names`` (relative to the folder ``dir_fd`` if given, else under the folder
+    ``under``; links followed) and add those that can be to ``found`` as ``rel + name``, a
+    batch at a time; the others go to ``skipped``."""
     stat, fields = os.stat, _FIELDS
     for start in range(0, len(names), _BATCH):
-        batch, kept = names[start:start + _BATCH], paths[start:start + _BATCH]
+        batch = names[start:start + _BATCH]
+        targets = batch if under is None else [os.path.join(under, name) for name in batch]
+        paths = [rel + name for name in batch] if rel else batch
         try:  # one system call a file and no other work (DirEntry.stat() would keep it)
-            rows = [fields(stat(name, dir_fd=dir_fd)) for name in batch]
+            rows = [fields(stat(target, dir_fd=dir_fd)) for target in targets]
         except OSError:  # a dangling symlink or a file deleted meanwhile: one at a time
-            kept, rows = _stat_one_by_one(batch, kept, skipped, dir_fd)
-        found.extend(kept, rows, skipped)
+            paths, rows = _stat_one_by_one(targets, paths, skipped, dir_fd)
+        found.extend(paths, rows, skipped)
 
 
 def _stat_one_by_one(names: list[str], paths: list[str], skipped: list[Skipped],
@@ -258,88 +304,3 @@ def _stat_one_by_one(names: list[str], paths: list[str], skipped: list[Skipped],
         else:
             kept.append(path)
     return kept, rows
-
-
-class _Found:
-    """The files a walk has found, as columns: a path string and five machine integers
-    a file, not a tuple, a `FileEntry` and their int objects (~300 bytes more a file)."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        self.devices, self.inodes = array("Q"), array("Q")
-        self.sizes, self.mtimes, self.ctimes = array("q"), array("q"), array("q")
-
-    def extend(self, paths: list[str], rows: list[tuple[int, ...]],
-               skipped: list[Skipped]) -> None:
-        """Add the regular files of ``rows`` (`_FIELDS` of each) as ``paths``, a batch at
-        once; the others (a FIFO, a device) go to ``skipped``, never to be opened."""
-        if not rows:
-            return
-        modes, devices, inodes, sizes, mtimes, ctimes = zip(*rows)
-        if not all(map(S_ISREG, modes)):
-            regular = list(map(S_ISREG, modes))
-            skipped += [Skipped(path, not_regular_reason(mode))
-                        for path, mode, ok in zip(paths, modes, regular) if not ok]
-            self.extend(list(compress(paths, regular)), list(compress(rows, regular)), skipped)
-            return
-        self.paths += paths
-        self.devices.extend(array("Q", devices))
-        self.inodes.extend(array("Q", inodes))
-        self.sizes.extend(array("q", sizes))
-        self.mtimes.extend(_int64s(mtimes))
-        self.ctimes.extend(_int64s(ctimes))
-
-    def first_link_of_each_file(self, skipped: list[Skipped]) -> FileList:
-        """The files sorted by path, each physical file once: at its first path in that
-        order; its other paths go to ``skipped``."""
-        paths = self.paths
-        order = np.array(sorted(range(len(paths)), key=paths.__getitem__), dtype=np.intp)
-        first = _first_of_each_identity(np.frombuffer(self.devices, np.uint64)[order],
-                                        np.frombuffer(self.inodes, np.uint64)[order])
-        is_first = first == np.arange(len(order))
-        for position in np.flatnonzero(~is_first).tolist():
-            skipped.append(Skipped(paths[order[position]],
-                                   f"{DUPLICATE} {paths[order[first[position]]]} (a hard "
-                                   "or symbolic link); counted once"))
-        kept = order[is_first]
-        return FileList.from_columns(list(map(paths.__getitem__, kept.tolist())),
-                                     np.frombuffer(self.sizes, np.int64)[kept],
-                                     np.frombuffer(self.mtimes, np.int64)[kept],
-                                     change_stamps(np.frombuffer(self.inodes, np.uint64)[kept],
-                                                   np.frombuffer(self.ctimes, np.int64)[kept]))
-
-
-def _int64s(times_ns: tuple[int, ...]) -> array:
-    """Times as int64s: dates before 1677 or after 2262 saturate (they only key caches)."""
-    try:
-        return array("q", times_ns)
-    except OverflowError:  # the strangest files only: one at a time
-        return array("q", map(_saturated, times_ns))
-
-
-def _saturated(time_ns: int) -> int:
-    """A time as an int64: dates before 1677 or after 2262 saturate (they only key caches)."""
-    if _INT64_MIN <= time_ns <= _INT64_MAX:  # all but the strangest files: one comparison
-        return time_ns
-    return _INT64_MIN if time_ns < 0 else _INT64_MAX
-
-
-def _first_of_each_identity(devices: np.ndarray, inodes: np.ndarray) -> np.ndarray:
-    """For each file, the position of the first file with its (device, inode).
-
-    (A sort of both columns: ``np.unique(..., axis=0)`` takes 7 times as long.)
-
-    Examples
-    --------
-    >>> _first_of_each_identity(np.array([1, 1, 1], np.uint64), np.array([7, 8, 7], np.uint64))
-    array([0, 1, 0])
-    >>> _first_of_each_identity(np.array([2, 1, 1], np.uint64), np.array([7, 7, 7], np.uint64))
-    array([0, 1, 1])
-    """
-    order = np.lexsort((inodes, devices))  # stable: an identity's files in position order
-    devices, inodes = devices[order], inodes[order]
-    starts = np.ones(len(order), bool)  # where an identity's first file is, in that order
-    starts[1:] = (devices[1:] != devices[:-1]) | (inodes[1:] != inodes[:-1])
-    first = np.empty(len(order), np.intp)
-    first[order] = order[starts][np.cumsum(starts) - 1]
-    return first
