@@ -120,7 +120,7 @@ def data_loader_float64(files: list[Path]) -> tuple:
 def bench_datasets(quick: bool) -> dict:
     """The section: every peer and normstats on the same 10,000 (quick: 1,000) JPEGs."""
     from datasets import make_jpeg_folder
-    from timing import difference, goal, measure, peer_table
+    from timing import difference, goal, measure_alternated, peer_table
 
     count = 1_000 if quick else 10_000
     files = make_jpeg_folder(count, 256)
@@ -134,8 +134,8 @@ def bench_datasets(quick: bool) -> dict:
     }
     exact = normstats.compute(root, cache=False)
     rows, med = [], {}
-    for name, function in candidates.items():
-        median, low, high, result = measure(function, 3)
+    timings = measure_alternated(list(candidates.values()), 3)
+    for name, (median, low, high, result) in zip(candidates, timings):
         med[name] = median
         rows.append((name, median, low, high, difference(result, exact)))
     values = {"images": count, "forum_vs_image_folder": med[FORUM] / med[IMAGE_FOLDER],

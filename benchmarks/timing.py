@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -23,6 +23,20 @@ def measure(function: Callable[[], object], repeats: int) -> tuple[float, float,
         result = function()
         times.append(time.perf_counter() - start)
     return statistics.median(times), min(times), max(times), result
+
+
+def measure_alternated(functions: Sequence[Callable[[], object]], repeats: int
+                       ) -> list[tuple[float, float, float, object]]:
+    """`measure` of each of ``functions``, their calls interleaved round by round: a shared
+    machine that slows down for a while slows every candidate alike, so ratios hold."""
+    times: list[list[float]] = [[] for _ in functions]
+    results: list[object] = [None] * len(functions)
+    for _ in range(repeats):
+        for index, function in enumerate(functions):
+            start = time.perf_counter()
+            results[index] = function()
+            times[index].append(time.perf_counter() - start)
+    return [(statistics.median(t), min(t), max(t), result) for t, result in zip(times, results)]
 
 
 def difference(result: object, stats: normstats.DatasetStats) -> str | float:
