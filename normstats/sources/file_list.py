@@ -210,16 +210,11 @@ class FileList(Sequence[FileEntry]):
                          int(self.sizes[i]), int(self.mtimes[i]), int(self.stamps[i]))
 
     def __iter__(self) -> Iterator[FileEntry]:
-        paths = self._paths
         for first in range(0, len(self), _CHUNK):
             last = first + _CHUNK
-            offsets = self._offsets[first:last + 1].tolist()
-            sizes = self.sizes[first:last].tolist()
-            mtimes = self.mtimes[first:last].tolist()
-            stamps = self.stamps[first:last].tolist()
-            for i, (size, mtime, stamp) in enumerate(zip(sizes, mtimes, stamps)):
-                path = paths[offsets[i]:offsets[i + 1]].decode(PATH_ENCODING, PATH_ERRORS)
-                yield FileEntry(path, size, mtime, stamp)
+            yield from map(FileEntry, self._decoded_paths(first, last),
+                           self.sizes[first:last].tolist(), self.mtimes[first:last].tolist(),
+                           self.stamps[first:last].tolist())
 
     def paths(self) -> list[str]:
         """Every file's relative path, in order (cheaper than iterating the entries).
@@ -229,9 +224,7 @@ class FileList(Sequence[FileEntry]):
         >>> FileList.from_columns(["a.png", "b/c.png"], [1, 2], [0, 0]).paths()
         ['a.png', 'b/c.png']
         """
-        offsets, data = self._offsets.tolist(), self._paths
-        return [data[a:b].decode(PATH_ENCODING, PATH_ERRORS)
-                for a, b in zip(offsets, offsets[1:])]
+        return self._decoded_paths(0, len(self))
 
     def paths_and_sizes(self) -> Iterator[tuple[str, int]]:
         """Every file's relative path and size, in order: cheaper than iterating the entries,
@@ -242,12 +235,15 @@ class FileList(Sequence[FileEntry]):
         >>> list(FileList.from_columns(["a.png", "b/c.png"], [1, 2], [0, 0]).paths_and_sizes())
         [('a.png', 1), ('b/c.png', 2)]
         """
-        data = self._paths
         for first in range(0, len(self), _PATH_CHUNK):
-            offsets = self._offsets[first:first + _PATH_CHUNK + 1].tolist()
-            paths = [data[a:b].decode(PATH_ENCODING, PATH_ERRORS)
-                     for a, b in zip(offsets, offsets[1:])]
-            yield from zip(paths, self.sizes[first:first + _PATH_CHUNK].tolist())
+            last = first + _PATH_CHUNK
+            yield from zip(self._decoded_paths(first, last), self.sizes[first:last].tolist())
+
+    def _decoded_paths(self, first: int, last: int) -> list[str]:
+        """The paths of files ``first`` to ``last`` (exclusive) as strings."""
+        offsets, data = self._offsets[first:last + 1].tolist(), self._paths
+        return [data[a:b].decode(PATH_ENCODING, PATH_ERRORS)
+                for a, b in zip(offsets, offsets[1:])]
 
     def take(self, indices: Any) -> FileList:
         """The files at ``indices`` (any integer array-like), in that order, as a new list.

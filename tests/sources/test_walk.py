@@ -194,3 +194,14 @@ def test_every_image_extension_in_any_case_names_an_image():
     names = [stem + spelling for extension in sorted(IMAGE_EXTENSIONS) for stem in ("a", ".a")
              for spelling in (extension, extension.upper(), extension.title())]
     assert walk_module._image_names(names) == names
+
+
+def test_files_of_a_folder_removed_before_their_stat_are_skipped_with_the_reason(tmp_path):
+    """The walk stats a folder's files after listing it (files in path order): a folder
+    gone in between costs its files, each named with the system's reason, nothing else."""
+    walk = walk_module._Walk(None)
+    walk.add(walk_module._Files(str(tmp_path / "gone"), "gone/", ["a.png", "b.png"]))
+    assert len(walk.found.first_link_of_each_file(walk.skipped)) == 0
+    assert [(s.path, s.reason) for s in walk.skipped] == [
+        ("gone/a.png", "cannot stat file: No such file or directory"),
+        ("gone/b.png", "cannot stat file: No such file or directory")]
