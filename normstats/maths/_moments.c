@@ -46,6 +46,11 @@
  * sums of normstats.maths.exact.
  *
  * The GIL is released while a kernel runs: threads of one process reduce in parallel.
+ *
+ * The entry points trust no argument: every size and product of sizes is checked for
+ * overflow, every buffer's length against what the sizes claim, the outputs for their
+ * alignment and for sharing memory with another buffer, all before a byte is touched
+ * (tests/maths/test_kernel_sizes.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -473,6 +478,19 @@ static void block_avx512(lanes_t *lanes, Py_ssize_t v, const uint8_t *block) {
     }
 }
 
+/* The sum of a vector's 32-bit lanes modulo 2^32 (every such sum is below 2^32, see
+ * SEGMENT_PIXELS). Not _mm512_reduce_add_epi32: gcc's adds in signed int, and a sum past
+ * 2^31 overflows it, which is undefined (UBSan reports it: tests/sanitize). The vector
+ * adds below are unsigned, they wrap. */
+TARGET_AVX512 INLINE uint32_t sum_lanes_512(__m512i v) {
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v),
+                                       _mm512_extracti64x4_epi64(v, 1));
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
+    return (uint32_t)_mm_cvtsi128_si32(x);
+}
+
 /* The AVX-512 flush. Vectors of a class (lane 0 in the same channel) hold the same
  * channel lane by lane: each class is added up into its first vector. Then channel c is
  * the masked sum of its lanes in those, reduced to one number. Every sum formed is part
@@ -502,8 +520,8 @@ static void flush_avx512(lanes_t *lanes, int64_t *sums, int64_t *squares) {
             q = _mm512_mask_add_epi32(q, term->mask, q,
                                       _mm512_loadu_si512(all_squares + term->lane));
         }
-        sums[c] += (uint32_t)_mm512_reduce_add_epi32(s);
-        squares[c] += (uint32_t)_mm512_reduce_add_epi32(q);
+        sums[c] += sum_lanes_512(s);
+        squares[c] += sum_lanes_512(q);
     }
     memset(all_sums, 0, (size_t)(2 * 4 * layout->period));
 }
@@ -796,12 +814,41 @@ static const variant_t VARIANTS[] = {
 static const variant_t *chosen = NULL; /* set at import, changed only by _select() */
 static int forced = 0; /* chosen by _select(name): used for every row, however short */
 
-static int check_size(const Py_buffer *buffer, Py_ssize_t expected, const char *name) {
+/* a * b for a, b >= 0, or -1 where the product would pass PY_SSIZE_T_MAX: a size that
+ * wrapped (2^57 images of 128 channels: 0 cells) would pass the length checks below and
+ * send the kernel past the end of its buffers. */
+static Py_ssize_t size_product(Py_ssize_t a, Py_ssize_t b) {
+    return a < 0 || b < 0 || (b != 0 && a > PY_SSIZE_T_MAX / b) ? -1 : a * b;
+}
+
+/* An output of exactly `expected` bytes, aligned for its elements (int64 ones are
+ * written as such). */
+static int check_size(const Py_buffer *buffer, Py_ssize_t expected, size_t align,
+                      const char *name) {
     if (buffer->len != expected) {
         PyErr_Format(PyExc_ValueError, "%s holds %zd bytes, the kernel expects %zd", name,
                      buffer->len, expected);
         return 0;
     }
+    if (buffer->len > 0 && (uintptr_t)buffer->buf % align != 0) {
+        PyErr_Format(PyExc_ValueError, "%s is not aligned to %zu bytes", name, align);
+        return 0;
+    }
+    return 1;
+}
+
+/* No output may share a byte with another buffer of the call: the kernels read and
+ * write them through restrict pointers. buffers[0] is the input. */
+static int check_apart(Py_buffer *const *buffers, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            const uintptr_t a = (uintptr_t)buffers[i]->buf, b = (uintptr_t)buffers[j]->buf;
+            if (buffers[i]->len > 0 && buffers[j]->len > 0 &&
+                a < b + (uintptr_t)buffers[j]->len && b < a + (uintptr_t)buffers[i]->len) {
+                PyErr_Format(PyExc_ValueError, "%s and %s share memory", names[i], names[j]);
+                return 0;
+            }
+        }
     return 1;
 }
 
@@ -855,7 +902,7 @@ static PyObject *moments(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "count must be >= 0 and channels in 1..128");
         goto done;
     }
-    if (count > 0 && images.len % count != 0) {
+    if (count > 0 ? images.len % count != 0 : images.len != 0) {
         PyErr_SetString(PyExc_ValueError, "the images do not split into rows of equal size");
         goto done;
     }
@@ -864,9 +911,18 @@ static PyObject *moments(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "an image row is not a whole number of pixels");
         goto done;
     }
-    const Py_ssize_t cells = count * channels;
-    if (!check_size(&sums, cells * 8, "sums") || !check_size(&squares, cells * 8, "squares") ||
-        !check_size(&lows, cells, "lows") || !check_size(&highs, cells, "highs"))
+    const Py_ssize_t cells = size_product(count, channels), cell_bytes = size_product(cells, 8);
+    if (cells < 0 || cell_bytes < 0) {
+        PyErr_Format(PyExc_OverflowError,
+                     "%zd images of %zd channels: more outputs than memory can hold", count,
+                     channels);
+        goto done;
+    }
+    Py_buffer *const buffers[] = {&images, &sums, &squares, &lows, &highs};
+    static const char *const names[] = {"images", "sums", "squares", "lows", "highs"};
+    if (!check_size(&sums, cell_bytes, 8, "sums") ||
+        !check_size(&squares, cell_bytes, 8, "squares") || !check_size(&lows, cells, 1, "lows") ||
+        !check_size(&highs, cells, 1, "highs") || !check_apart(buffers, names, 5))
         goto done;
     {
         const variant_t *variant = chosen;
@@ -963,20 +1019,35 @@ static PyObject *exponent_bins(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nw*w*", &bits, &columns, &low_sums, &high_sums))
         return NULL;
     PyObject *result = NULL;
-    if (columns < 1 || bits.len % (8 * columns) != 0) {
+    const Py_ssize_t row_bytes = size_product(columns, 8);
+    const Py_ssize_t bin_bytes = size_product(columns, 2048 * 8);
+    if (columns < 1) {
+        PyErr_SetString(PyExc_ValueError, "columns must be >= 1");
+        goto done;
+    }
+    if (row_bytes < 0 || bin_bytes < 0) {
+        PyErr_Format(PyExc_OverflowError, "%zd columns: more bins than memory can hold",
+                     columns);
+        goto done;
+    }
+    if (bits.len % row_bytes != 0) {
         PyErr_SetString(PyExc_ValueError, "the values do not split into rows of `columns`");
         goto done;
     }
-    if (!check_size(&low_sums, 2048 * columns * 8, "low_sums") ||
-        !check_size(&high_sums, 2048 * columns * 8, "high_sums"))
+    Py_buffer *const buffers[] = {&bits, &low_sums, &high_sums};
+    static const char *const names[] = {"bits", "low_sums", "high_sums"};
+    if (!check_size(&low_sums, bin_bytes, 8, "low_sums") ||
+        !check_size(&high_sums, bin_bytes, 8, "high_sums") || !check_apart(buffers, names, 3))
         goto done;
     {
-        const int64_t *values = bits.buf;
+        /* The values are read byte-wise (a numpy view of them may be unaligned). */
+        const uint8_t *values = bits.buf;
         int64_t *low = low_sums.buf, *high = high_sums.buf;
         const Py_ssize_t total = bits.len / 8;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < total; i++) {
-            const int64_t b = values[i];
+            int64_t b;
+            memcpy(&b, values + 8 * i, sizeof b);
             const Py_ssize_t c = i % columns;
             const int64_t biased = (b >> 52) & 0x7FF;
             int64_t significand = b & 0xFFFFFFFFFFFFFLL;

@@ -12,7 +12,9 @@
  *
  * For a 32x32 file the Python walk costs ~3 us, most of it interpreter work around four
  * chunks; this one ~0.5 us. Every offset is checked against the buffer's length before
- * it is read: the input is an untrusted file.
+ * it is read, and no sum of offsets can overflow: the input is an untrusted file
+ * (tests/fuzz/test_fuzz_png_chunks.py holds it to the Python walk; tests/sanitize runs
+ * it under AddressSanitizer).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -110,11 +112,15 @@ static int walk_chunks(const uint8_t *data, Py_ssize_t end, Layout *layout) {
     int have_header = 0, idat_runs = 0, previous_idat = 0;
     long long text = 0;
     layout->profile_start = layout->profile_stop = -1;
-    while (position + 12 <= end) {
-        const Py_ssize_t length = (Py_ssize_t)be32(data + position);
+    while (end - position >= 12) {
+        /* The length is compared with what is left before any sum is formed: a length
+         * near 2^32 wraps position + 12 + length where Py_ssize_t has 32 bits. */
+        const uint32_t declared = be32(data + position);
+        if ((uint64_t)declared > (uint64_t)(end - position - 12))
+            return 0;
+        const Py_ssize_t length = (Py_ssize_t)declared, stop = position + 12 + length;
         const uint8_t *kind = data + position + 4;
-        const Py_ssize_t stop = position + 12 + length;
-        if (stop > end || crc32_of(kind, length + 4) != be32(data + stop - 4))
+        if (crc32_of(kind, length + 4) != be32(data + stop - 4))
             return 0;
         const int idat = is_kind(kind, "IDAT");
         if (!have_header) { /* the first chunk must be a plain IHDR */

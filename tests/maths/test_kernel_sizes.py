@@ -1,0 +1,191 @@
+"""The compiled extensions trust no size they are given: every entry point refuses sizes
+whose products overflow, negative sizes, buffers shorter or longer than the sizes claim,
+unaligned or overlapping outputs, with a Python exception and before touching memory.
+
+The hostile calls run in a child process, one after the other: a kernel that wrote out of
+bounds would kill the child (the next child goes on from the call after), never the test
+runner. Before the checks,
+``moments(b"", 2**57, 128, ...)`` multiplied 2**57 images by 128 channels into 0 cells,
+took four empty outputs as the right size and wrote past them (SIGSEGV, exit -11);
+``exponent_bins(b"", 2**61, ...)`` divided by ``8 * 2**61``, which wraps to 0 (SIGFPE).
+Under tests/sanitize/build_and_run.py the child loads the sanitized builds too.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from normstats.maths import _moments
+
+# Run in the child, with ``m`` the statistics kernels, ``p`` the PNG chunk walk, ``out(n)``
+# the four outputs of n cells (sums, squares, lows, highs), SIG the PNG signature and IHDR
+# a plain header chunk, CRC right (the walk reads on past it).
+CHILD = """
+import json, struct, sys, zlib
+from normstats.maths import _moments as m
+from normstats.sources.decoding import _png_chunks as p
+SIG = b"\\x89PNG\\r\\n\\x1a\\n"
+HEAD = b"IHDR" + struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)  # 1x1 grey: plain
+IHDR = struct.pack(">I", 13) + HEAD + struct.pack(">I", zlib.crc32(HEAD))
+def out(cells):
+    return bytearray(8 * cells), bytearray(8 * cells), bytearray(cells), bytearray(cells)
+for name, call in json.loads(sys.argv[1]).items():
+    print("calling", name, file=sys.stderr, flush=True)  # the last one said crashed
+    try:
+        answer = ["returned", repr(eval(call))]
+    except Exception as error:
+        answer = [type(error).__name__, str(error)]
+    print(json.dumps([name, *answer]), flush=True)
+"""
+
+TOO_MANY = "more outputs than memory can hold"
+TOO_WIDE = "more bins than memory can hold"
+#: name -> (call, exception type or "returned", text the message or the answer contains)
+MOMENTS = {
+    "2**57 images of 128 channels (0 cells once wrapped)":
+        ('m.moments(b"", 2**57, 128, *out(0))', "OverflowError",
+         f"144115188075855872 images of 128 channels: {TOO_MANY}"),
+    "count * channels wrapping to 2 cells":
+        ('m.moments(b"", (2**64 + 2) // 3, 3, *out(2))', "OverflowError", TOO_MANY),
+    "cells * 8 bytes wrapping": ('m.moments(b"", 2**60, 1, *out(0))', "OverflowError", TOO_MANY),
+    "the largest count": ('m.moments(b"", sys.maxsize, 1, *out(0))', "OverflowError", TOO_MANY),
+    "a count past Py_ssize_t": ('m.moments(b"", 2**63, 1, *out(0))', "OverflowError",
+                                "too large to convert"),
+    "a negative count": ('m.moments(b"", -1, 3, *out(0))', "ValueError", "count must be >= 0"),
+    "a count of -2**57": ('m.moments(b"", -2**57, 128, *out(0))', "ValueError",
+                          "count must be >= 0"),
+    "no channels": ("m.moments(bytes(12), 2, 0, *out(0))", "ValueError", "channels in 1..128"),
+    "negative channels": ("m.moments(bytes(12), 2, -3, *out(6))", "ValueError",
+                          "channels in 1..128"),
+    "129 channels": ("m.moments(bytes(258), 2, 129, *out(258))", "ValueError",
+                     "channels in 1..128"),
+    "pixels but no image": ("m.moments(bytes(12), 0, 3, *out(0))", "ValueError",
+                            "rows of equal size"),
+    "images shorter than their rows": ("m.moments(bytes(11), 2, 3, *out(6))", "ValueError",
+                                       "rows of equal size"),
+    "rows not whole pixels": ("m.moments(bytes(14), 2, 3, *out(6))", "ValueError",
+                              "whole number of pixels"),
+    "sums a byte short": ("m.moments(bytes(12), 2, 3, bytearray(47), *out(6)[1:])",
+                          "ValueError", "sums holds 47 bytes, the kernel expects 48"),
+    "squares a byte long": ("m.moments(bytes(12), 2, 3, bytearray(48), bytearray(49), "
+                            "*out(6)[2:])", "ValueError", "squares holds 49 bytes"),
+    "lows a byte short": ("m.moments(bytes(12), 2, 3, *out(6)[:2], bytearray(5), bytearray(6))",
+                          "ValueError", "lows holds 5 bytes, the kernel expects 6"),
+    "highs empty": ("m.moments(bytes(12), 2, 3, *out(6)[:3], bytearray(0))", "ValueError",
+                    "highs holds 0 bytes, the kernel expects 6"),
+    "sums unaligned": ("m.moments(bytes(12), 2, 3, memoryview(bytearray(49))[1:], "
+                       "*out(6)[1:])", "ValueError", "sums is not aligned to 8 bytes"),
+    "sums and squares one buffer": ("(lambda b: m.moments(bytes(12), 2, 3, b, b, *out(6)[2:]))"
+                                    "(bytearray(48))", "ValueError",
+                                    "sums and squares share memory"),
+    "lows inside the images": ("(lambda i: m.moments(i, 2, 3, *out(6)[:2], memoryview(i)[:6], "
+                               "bytearray(6)))(bytearray(12))", "ValueError",
+                               "images and lows share memory"),
+    "a read-only output": ("m.moments(bytes(12), 2, 3, bytes(48), *out(6)[1:])", "TypeError",
+                           "read-write"),
+    "images not contiguous": ("m.moments(memoryview(bytes(24))[::2], 2, 3, *out(6))",
+                              "BufferError", "not C-contiguous"),
+    "two images (the control)": ("m.moments(bytes(12), 2, 3, *out(6))", "returned", "None"),
+    "no image": ('m.moments(b"", 0, 3, *out(0))', "returned", "None"),
+    "images of no pixels": ('m.moments(b"", 2, 3, *out(6))', "returned", "None"),
+}
+BINS = {
+    "2**61 columns (8 * columns wraps to 0)":
+        ('m.exponent_bins(b"", 2**61, bytearray(0), bytearray(0))', "OverflowError",
+         f"2305843009213693952 columns: {TOO_WIDE}"),
+    "2**61 + 1 columns (a bin's index wraps)":
+        ('m.exponent_bins(struct.pack("<d", 1.5), 2**61 + 1, bytearray(16384), '
+         "bytearray(16384))", "OverflowError", TOO_WIDE),
+    "the most columns": ("m.exponent_bins(b'', sys.maxsize, bytearray(0), bytearray(0))",
+                         "OverflowError", TOO_WIDE),
+    "no column": ("m.exponent_bins(bytes(8), 0, bytearray(0), bytearray(0))", "ValueError",
+                  "columns must be >= 1"),
+    "negative columns": ("m.exponent_bins(bytes(8), -1, bytearray(8), bytearray(8))",
+                         "ValueError", "columns must be >= 1"),
+    "values not in rows": ("m.exponent_bins(bytes(24), 2, bytearray(32768), bytearray(32768))",
+                           "ValueError", "do not split into rows"),
+    "low_sums a byte short": ("m.exponent_bins(bytes(16), 1, bytearray(16383), "
+                              "bytearray(16384))", "ValueError",
+                              "low_sums holds 16383 bytes, the kernel expects 16384"),
+    "high_sums for one column fewer": ("m.exponent_bins(bytes(16), 2, bytearray(32768), "
+                                       "bytearray(16384))", "ValueError", "high_sums holds"),
+    "low_sums unaligned": ("m.exponent_bins(bytes(8), 1, memoryview(bytearray(16385))[1:], "
+                           "bytearray(16384))", "ValueError", "low_sums is not aligned"),
+    "low_sums and high_sums one buffer": ("(lambda b: m.exponent_bins(bytes(8), 1, b, b))"
+                                          "(bytearray(16384))", "ValueError",
+                                          "low_sums and high_sums share memory"),
+    "the values inside low_sums": ("(lambda b: m.exponent_bins(memoryview(b)[:8], 1, b, "
+                                   "bytearray(16384)))(bytearray(16384))", "ValueError",
+                                   "bits and low_sums share memory"),
+}
+PNG = {  # the walk reads its sizes from the bytes: lengths near 2**32 must not wrap a sum
+    "a first chunk of length 2**32 - 1": (r'p.plain_layout(SIG + b"\xff\xff\xff\xffIHDR" + '
+                                          "bytes(30))", "returned", "None"),
+    "a first chunk ending at 2**32 + 8": (r'p.plain_layout(SIG + b"\xff\xff\xff\xf4IHDR" + '
+                                          "bytes(30))", "returned", "None"),
+    "a second chunk of length 2**31": (r'p.plain_layout(SIG + IHDR + b"\x80\x00\x00\x00IDAT" '
+                                       "+ bytes(30))", "returned", "None"),
+    "the signature alone": ("p.plain_layout(SIG)", "returned", "None"),
+    "eleven bytes after the signature": ("p.plain_layout(SIG + bytes(11))", "returned", "None"),
+    "no bytes": ('p.plain_layout(b"")', "returned", "None"),
+    "not a buffer": ("p.plain_layout(3)", "TypeError", "bytes-like"),
+    "a walk over bytes not contiguous": ("p.plain_layout(memoryview(SIG * 2)[::2])",
+                                         "BufferError", "not C-contiguous"),
+    "the CRC of no bytes": ('p.crc32(b"")', "returned", "0"),
+    "a CRC over bytes not contiguous": ("p.crc32(memoryview(bytes(8))[::2])", "BufferError",
+                                        "not C-contiguous"),
+}
+CASES = {**MOMENTS, **BINS, **PNG}
+
+
+@pytest.fixture(scope="module")
+def answers() -> dict[str, list[str]]:
+    """Each case's answer, [exception type or "returned", its text], from one child for
+    all of them; a child that dies marks its call ["crashed", why] and the next child
+    goes on from the call after."""
+    found: dict[str, list[str]] = {}
+    pending = list(CASES)
+    while pending:
+        calls = {name: CASES[name][0] for name in pending}
+        child = subprocess.run([sys.executable, "-c", CHILD, json.dumps(calls)],
+                               capture_output=True, text=True, timeout=120)
+        for line in child.stdout.splitlines():
+            name, *answer = json.loads(line)
+            found[name] = answer
+        pending = [name for name in pending if name not in found]
+        if pending:  # the child died in the first call it did not answer
+            found[pending.pop(0)] = ["crashed", f"exit status {child.returncode}, "
+                                                f"{child.stderr[-1500:]}"]
+    return found
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_each_entry_point_refuses_a_size_it_cannot_honour(answers, name):
+    _, kind, text = CASES[name]
+    assert answers[name][0] == kind and text in answers[name][1], answers[name]
+
+
+def test_exponent_bins_read_unaligned_values_exactly():
+    """A numpy view at an odd offset (``np.ascontiguousarray`` keeps it so) is read byte
+    by byte: bins equal to Python's integers, as for the aligned copy."""
+    values = [1.5, -2.25, 5e-324, -0.0, 3.0e300, 7.0]
+    raw = bytearray(1 + 8 * len(values))
+    raw[1:] = struct.pack(f"<{len(values)}d", *values)
+    bits = np.frombuffer(raw, np.int64, offset=1).reshape(3, 2)
+    assert not bits.flags.aligned
+    low, high = np.zeros((2048, 2), np.int64), np.zeros((2048, 2), np.int64)
+    _moments.exponent_bins(bits, 2, low, high)
+    expected_low, expected_high = np.zeros_like(low), np.zeros_like(high)
+    for i, b in enumerate(struct.unpack(f"<{len(values)}q", bytes(raw[1:]))):
+        biased = (b >> 52) & 0x7FF
+        significand = (b & (2**52 - 1)) | (biased > 0) << 52
+        significand = -significand if b < 0 else significand
+        expected_low[biased, i % 2] += significand & (2**27 - 1)
+        expected_high[biased, i % 2] += significand >> 27
+    assert low.tolist() == expected_low.tolist() and high.tolist() == expected_high.tolist()
