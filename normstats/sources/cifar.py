@@ -8,8 +8,10 @@ range, so a file of the other kind is named rather than misread. STL-10's
 not change per-channel statistics).
 
 Python batches (``data_batch_1``, CIFAR-100 ``train``) are pickles of a dict holding
-a ``(N, 3072)`` uint8 array; they are read through `normstats.sources.safepickle`,
-which refuses any global other than what numpy arrays need.
+a ``(N, 3072)`` uint8 array; they are read through `normstats.sources.safepickle`, which
+runs no code from the file: it builds only plain values, and arrays that normstats makes
+itself from a checked description (a plain numeric dtype, a shape that covers exactly the
+bytes the file holds), refusing everything else with the file's name.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normstats.errors import NormstatsError
+from normstats.sources.decoding.file_read import open_regular
 from normstats.sources.packed import MappedRecords, PackedSource, file_size
 from normstats.sources.safepickle import safe_load
 
@@ -27,6 +30,9 @@ __all__ = ["RecordFormat", "RECORD_FORMATS", "open_records", "open_cifar_python"
            "cifar_binary_kind"]
 
 _RGB = ("R", "G", "B")
+#: The largest python batch read (one of ImageNet 64 x 64's ten, 128,117 images of 12,288
+#: bytes, is ~1.6 GB).
+_MAX_PICKLE_BYTES = 1 << 31
 
 
 @dataclass(frozen=True)
@@ -120,13 +126,27 @@ def open_cifar_python(path: str) -> PackedSource:
     Raises
     ------
     NormstatsError
-        Naming the file: a refused pickle global (never run), or content that is not a
-        batch (no ``data`` array of N x 3072 uint8, label count disagreeing).
+        Naming the file: what the pickle asked for that was refused (never run), or
+        content that is not a batch (no ``data`` array of N x 3072 uint8, labels that
+        are not one per image).
+
+    Examples
+    --------
+    >>> import pickle, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "data_batch_1")
+    >>> batch = {b"data": np.zeros((2, 3072), np.uint8), b"labels": [3, 5]}
+    >>> _ = open(p, "wb").write(pickle.dumps(batch, protocol=2))
+    >>> len(open_cifar_python(p))
+    2
     """
-    if file_size(path) > 1 << 31:
+    try:
+        with open_regular(path) as handle:  # a FIFO named data_batch_1 is refused unread
+            data = handle.read(_MAX_PICKLE_BYTES + 1)
+    except OSError as error:
+        raise NormstatsError(f"cannot read file: {error.strerror or error}", path=path) from None
+    if len(data) > _MAX_PICKLE_BYTES:
         raise NormstatsError("over 2 GiB: not a CIFAR python batch", path=path)
-    with open(path, "rb") as handle:
-        batch = safe_load(handle.read(), path)
+    batch = safe_load(data, path)
     pixels = _batch_pixels(batch, path)
     return PackedSource(pixels.reshape(-1, 3, 32, 32), path, "NCHW", _RGB, "CIFAR python")
 
@@ -144,6 +164,9 @@ def _batch_pixels(batch: object, path: str) -> np.ndarray:
         raise NormstatsError(f"no 'data' array of N x 3072 uint8 pixels (found {found})",
                              path=path)
     labels = entries.get("labels", entries.get("fine_labels"))
+    if labels is not None and not isinstance(labels, list | tuple | np.ndarray):
+        raise NormstatsError(f"its labels are a {type(labels).__name__}, not a list",
+                             path=path)
     if labels is not None and len(labels) != len(pixels):
         raise NormstatsError(f"{len(labels)} labels for {len(pixels)} images", path=path)
     return pixels

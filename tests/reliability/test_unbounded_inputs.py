@@ -3,8 +3,10 @@
 Each case is a file that used to hang every scheduler or fill memory: a FIFO with an
 image name, a link to ``/dev/zero``, a sparse file of 60 GB, a tiny ``.tar.gz`` that
 inflates to more than the byte limit, a CIFAR pickle whose one image is repeated by a
-zero stride. Each is now skipped (or refused) with its reason, unread, and the rest of the
-result stays exact.
+zero stride; sizes that would take more memory than the machine has: ``--resize 100000``
+or ``--center-crop 100000`` on 4x4 images, ``init-check --depth 100000``, a PNG header of
+2**31 - 1 squared pixels under ``--max-pixels 5e18``. Each is now skipped (or refused) with
+its reason, unread or before anything is allocated, and the rest of the result stays exact.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import json
 import os
 import pickle
 import resource
+import struct
 import subprocess
 import sys
 import tarfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 from oracle import assert_matches_oracle
 from PIL import Image
+from reliability_helpers import png_chunk
 
 import normstats
 from normstats.errors import NormstatsError
@@ -170,10 +175,96 @@ def test_a_zero_stride_cifar_pickle_is_refused(tmp_path):
     with pytest.raises(NormstatsError) as refused:
         normstats.compute(batch)
     assert str(refused.value) == (
-        f"{batch}: refused to unpickle: an array of shape (50000, 3072) is a view of 3,072 "
-        "bytes with strides (0, 1), not an array of its own 153,600,000 bytes (a forged "
-        "pickle)")
+        f"{batch}: refused to unpickle: it calls numpy.ndarray(...) itself, as no pickled "
+        "array does: an array over memory the file does not hold (a forged pickle)")
     genuine = np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072)
     for protocol in (2, 4, 5):  # real batches of every protocol still load
         batch.write_bytes(pickle.dumps({b"data": genuine, b"labels": [1, 2]}, protocol))
         assert normstats.compute(batch).images == 2
+
+
+def _guard_big_allocations(monkeypatch, limit: int) -> None:
+    """Fail, instead of allocating, if Pillow's resize, the crop's padding or init-check's
+    networks are ever reached with more than ``limit`` pixels (or at all, for the nets):
+    the refusal must come first. The fork pool's workers inherit the guards."""
+    from normstats.nn import init_check
+    from normstats.sources.decoding import transforms
+
+    resize, crop = Image.Image.resize, transforms.center_crop
+
+    def guarded_resize(image, size, *args, **kwargs):
+        assert size[0] * size[1] <= limit, f"Pillow asked to allocate {size}"
+        return resize(image, size, *args, **kwargs)
+
+    def guarded_crop(pixels, size):
+        assert size * size <= limit, f"asked to pad to {size}x{size}"
+        return crop(pixels, size)
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("init-check built its network before checking its size")
+
+    monkeypatch.setattr(Image.Image, "resize", guarded_resize)
+    monkeypatch.setattr(transforms, "center_crop", guarded_crop)
+    monkeypatch.setattr(init_check, "deep_relu_variances", no_network)
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["compute", "{d}", "--resize", "100000"],
+     "--resize 100000 makes every image at least 100000x100000 = 10000000000 pixels, over the "
+     "limit of 89478485 pixels (--max-pixels), so every file would be skipped; use a smaller "
+     "--resize, or raise --max-pixels if the memory is there"),
+    (["compare", "{d}", "--resize", "100000"],
+     "--resize 100000 makes every image at least 100000x100000 = 10000000000 pixels"),
+    (["compute", "{d}", "--center-crop", "100000"],
+     "--center-crop 100000 makes every image 100000x100000 = 10000000000 pixels"),
+    (["init-check", "--depth", "100000"],
+     "--depth 100000 --width 256 --batch 512 would hold about 262.1 GB (every layer's "
+     "weights and activations, kept for the backward pass), over init-check's limit of "
+     "4.0 GB; lower --depth (at most 1525 at this width and batch)"),
+    (["init-check", "--width", "100000", "--depth", "2"],
+     "--depth 2 --width 100000 --batch 512 would hold about 161.6 GB"),
+], ids=["compute-resize", "compare-resize", "compute-crop", "init-check-depth",
+        "init-check-width"])
+def test_sizes_that_would_exhaust_memory_are_one_line_before_any_allocation(
+        tmp_path, rng, monkeypatch, arguments, message):
+    from click.testing import CliRunner
+
+    from normstats_cli import main
+
+    _guard_big_allocations(monkeypatch, DEFAULT_MAX_PIXELS)
+    for i in range(3):  # the tiny 4x4 PNGs the issue ran them on
+        Image.fromarray(rng.integers(0, 256, (4, 4, 3), dtype=np.uint8)).save(
+            tmp_path / f"{i}.png")
+    argv = [a.replace("{d}", str(tmp_path)) for a in arguments]
+    result = CliRunner().invoke(main, argv + (["--no-cache"] if argv[0] == "compute" else []))
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"normstats: error: {message}"), lines
+
+
+def _png_with_header(width: int, height: int) -> bytes:
+    """An RGB PNG claiming ``width`` x ``height`` with one tiny IDAT: plain enough for the
+    libpng fast path to take it, whose output buffer is sized from the header."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header)
+            + png_chunk(b"IDAT", zlib.compress(b"\0" * 100)) + png_chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "processes"])
+def test_a_2e31_square_png_under_a_huge_max_pixels_is_skipped_and_named(tmp_path, rng,
+                                                                       scheduler):
+    root = tmp_path / "data"
+    images = _pngs(root, rng)
+    (root / "huge.png").write_bytes(_png_with_header(2**31 - 1, 2**31 - 1))
+    stats = normstats.compute(root, max_pixels=5 * 10**18, scheduler=scheduler, workers=2,
+                              cache=False)
+    assert_matches_oracle(stats, images, 255)
+    (skipped,) = stats.skipped
+    # the caller's Pillow limit answers first in this process (sync), the header check
+    # in the pool's workers: both say the pixels cannot fit in this machine's memory
+    size = "2147483647x2147483647 = " if scheduler == "processes" else ""
+    assert skipped.path == "huge.png"
+    assert skipped.reason.startswith(f"out of memory: its {size}4611686014132420609 pixels "
+                                     "need at least "), skipped.reason
+    assert skipped.reason.endswith("bytes of memory (the image is within --max-pixels, but "
+                                   "cannot be decoded here)")
