@@ -26,7 +26,10 @@ from normstats.analyses.manifest_schema import (
     manifest_error,
     parse_manifest,
 )
-from normstats.errors import NormstatsError
+from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.maths.records import Skipped
+from normstats.sources.decoding.file_read import not_a_dataset_path, open_regular
+from normstats.sources.path_patterns import one_path_per_file
 
 __all__ = ["Manifest", "SourceSpec", "Reference", "CLAIMABLE", "load_manifest",
            "parse_manifest", "list_manifests", "manifest_paths", "resolve_path",
@@ -64,6 +67,10 @@ def manifest_paths() -> list[str]:
     return sorted(str(p) for p in _shipped().iterdir() if p.name.endswith(".toml"))
 
 
+#: Largest manifest file read: a TOML listing of a million files is about 64 MB.
+MANIFEST_LIMIT = 64 << 20
+
+
 def load_manifest(name_or_path: str) -> Manifest:
     """A shipped manifest by name (``cifar10-train``) or any manifest file by path.
 
@@ -73,17 +80,26 @@ def load_manifest(name_or_path: str) -> Manifest:
     50000
     """
     path = name_or_path
-    if not os.path.isfile(path):
+    if not os.path.exists(path) or os.path.isdir(path):
         path = str(_shipped() / f"{name_or_path}.toml")
         if not os.path.isfile(path):
             names = ", ".join(m.name for m in list_manifests())
             raise NormstatsError(f"no manifest named {name_or_path!r} and no such file; "
                                  f"shipped: {names}")
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        with open_regular(path) as handle:  # a FIFO named x.toml: refused, not waited on
+            text = handle.read(MANIFEST_LIMIT + 1)
+        if len(text) > MANIFEST_LIMIT:
+            raise manifest_error(path, f"larger than {MANIFEST_LIMIT:,} bytes; a manifest "
+                                 "lists files, it does not hold them")
+        data = tomllib.loads(text.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise manifest_error(path, f"not UTF-8 text (byte {error.start}); a manifest is "
+                             "a TOML file") from None
     except tomllib.TOMLDecodeError as error:
         raise manifest_error(path, f"not valid TOML ({error})") from None
+    except OSError as error:
+        raise manifest_error(path, f"cannot read it ({error.strerror or error})") from None
     return parse_manifest(data, path)
 
 
@@ -97,7 +113,7 @@ def verify_checksums(manifest: Manifest, root: str) -> list[str]:
     lines = []
     for name, expected in manifest.source.checksums.items():
         path = resolve_path(manifest, root, name)
-        if not os.path.isfile(path):
+        if not os.path.exists(path):  # a FIFO is there: `_digest` refuses it, naming it
             extracted = _extracted_copy(manifest, root, name)
             if extracted is None:
                 raise NormstatsError(f"file of manifest {manifest.name} not found under the "
@@ -127,7 +143,7 @@ def _whole_gzip(path: str) -> bool:
     """True when ``path`` is a gzip stream that decompresses to its end with a right CRC
     (a damaged download fails here; a re-compressed copy passes)."""
     try:
-        with gzip.open(path, "rb") as stream:
+        with open_regular(path) as handle, gzip.GzipFile(fileobj=handle, mode="rb") as stream:
             while stream.read(1 << 20):
                 pass
     except (OSError, EOFError, zlib.error):
@@ -155,7 +171,7 @@ def manifest_file(manifest: Manifest, root: str, name: str) -> str:
 def _digest(path: str, algo: str) -> str:
     hasher = hashlib.new(algo, usedforsecurity=False)
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             while block := handle.read(1 << 20):
                 hasher.update(block)
     except OSError as error:
@@ -170,7 +186,9 @@ def open_manifest_source(manifest: Manifest, root: str, *, max_pixels: int | Non
     from normstats.sources.concat import ConcatSource
 
     spec = manifest.source
-    paths = [manifest_file(manifest, root, f) for f in spec.files]
+    duplicates: list[Skipped] = []  # a file listed twice (or with its link) is read once
+    paths = one_path_per_file([manifest_file(manifest, root, f) for f in spec.files],
+                              duplicates, f"listed twice in manifest {manifest.name}")
     counts = {resolve_path(manifest, root, f): n for f, n in spec.counts.items()}
     extra = {"member": spec.member, "image_ext": spec.image_ext, "counts": counts,
              "max_file_bytes": max_file_bytes}
@@ -179,8 +197,12 @@ def open_manifest_source(manifest: Manifest, root: str, *, max_pixels: int | Non
         if not os.path.exists(path):
             raise NormstatsError(f"file of manifest {manifest.name} not found under the root "
                                  f"{root}", path=path)
+        if (reason := not_a_dataset_path(path)) is not None:  # a FIFO: before any reader
+            raise UnreadableInputError(reason, path)
         parts.append(_open_one(path, spec, max_pixels, fail_fast, extra, open_source, root))
-    return parts[0] if len(parts) == 1 else ConcatSource(parts, f"{root} ({manifest.name})")
+    source = parts[0] if len(parts) == 1 else ConcatSource(parts, f"{root} ({manifest.name})")
+    source.skipped = tuple(source.skipped) + tuple(duplicates)
+    return source
 
 
 def _open_one(path: str, spec: SourceSpec, max_pixels: int | None, fail_fast: bool,

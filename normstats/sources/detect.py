@@ -31,6 +31,7 @@ from normstats.sources.cifar import (
     open_cifar_python,
     open_records,
 )
+from normstats.sources.decoding.file_read import open_regular
 from normstats.sources.decoding.policy import IMAGE_EXTENSIONS, policy_of
 from normstats.sources.idx import looks_like_idx, open_idx
 from normstats.sources.image_files import ImageFilesSource
@@ -46,16 +47,18 @@ FORMATS = ("folder", "zarr", "npy", *FILE_FORMATS)
 
 
 def _head(path: str, size: int = 512) -> bytes:
+    """The first ``size`` bytes of ``path``; a FIFO or device is refused unread (`open_regular`)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             return handle.read(size)
     except OSError as error:
         raise NormstatsError(f"cannot read file ({error.strerror or error})", path=path) from None
 
 
 def _gzip_head(path: str) -> bytes:
+    """The first 512 decompressed bytes of ``path``, or nothing when it is not gzip."""
     try:
-        with gzip.open(path, "rb") as stream:
+        with open_regular(path) as handle, gzip.GzipFile(fileobj=handle, mode="rb") as stream:
             return stream.read(512)
     except (OSError, EOFError):
         return b""

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normstats.errors import NormstatsError
+from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.sources.decoding.file_read import open_regular
 from normstats.sources.packed import MappedRecords, PackedSource, file_size, read_gzip
 
 __all__ = ["IdxHeader", "parse_idx_header", "open_idx", "looks_like_idx", "IDX_TYPES"]
@@ -35,6 +36,11 @@ class IdxHeader:
     @property
     def length(self) -> int:
         return 4 + 4 * len(self.shape)
+
+    @property
+    def dims(self) -> str:
+        """The dimensions as a message writes them: ``"10 x 28 x 28"``."""
+        return " x ".join(str(d) for d in self.shape)
 
     @property
     def data_bytes(self) -> int:
@@ -67,12 +73,13 @@ def looks_like_idx(head: bytes) -> bool:
 
 
 def _read_head(path: str, compressed: bool) -> bytes:
+    """The first 36 bytes of the IDX data (the longest header); a FIFO is refused unread."""
     try:
-        if compressed:
-            with gzip.open(path, "rb") as stream:
+        with open_regular(path) as handle:
+            if not compressed:
+                return handle.read(36)
+            with gzip.GzipFile(fileobj=handle, mode="rb") as stream:
                 return stream.read(36)
-        with open(path, "rb") as handle:
-            return handle.read(36)
     except EOFError:
         raise NormstatsError("truncated .gz file (the compressed stream ends early)",
                              path=path) from None
@@ -103,6 +110,9 @@ def open_idx(path: str, layout: str | None = None,
     if len(header.shape) == 1:
         raise NormstatsError(f"a 1-d IDX file of {header.shape[0]} entries holds labels, not "
                              "images", path=path)
+    if 0 in header.shape[1:]:  # zero-pixel images: no statistic exists; say so, naming it
+        raise UnreadableInputError(f"IDX dimensions {header.dims} describe images of no "
+                                   "pixels", path)
     if compressed:
         raw = _read_head(path, True)[:header.length]
         data = read_gzip(path, raw, header.data_bytes).view(np.dtype(header.dtype))
@@ -119,6 +129,5 @@ def _check_raw_size(path: str, header: IdxHeader) -> None:
     size = file_size(path)
     expected = header.length + header.data_bytes
     if size != expected:
-        dims = " x ".join(str(d) for d in header.shape)
-        raise NormstatsError(f"IDX dimensions {dims} ({header.dtype}) need {expected:,} bytes "
-                             f"but the file has {size:,}", path=path)
+        raise NormstatsError(f"IDX dimensions {header.dims} ({header.dtype}) need "
+                             f"{expected:,} bytes but the file has {size:,}", path=path)

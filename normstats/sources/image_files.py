@@ -7,6 +7,7 @@ with keys relative to the folder they share, so reports name them as the user do
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 
 from normstats.errors import NormstatsError
@@ -21,14 +22,22 @@ __all__ = ["ImageFilesSource", "is_image_file"]
 
 
 def is_image_file(path: str) -> bool:
-    """True for an existing file (not a folder) with an image extension.
+    """True for an existing path with an image extension that is not a folder.
+
+    A FIFO or a device named ``x.png`` is one too: the listing names it as skipped and
+    never opens it (detecting its format would read it, and wait forever on a FIFO).
 
     Examples
     --------
     >>> is_image_file("no/such/photo.jpg"), is_image_file(__file__)
     (False, False)
     """
-    return os.path.splitext(path)[1].lower() in IMAGE_EXTENSIONS and os.path.isfile(path)
+    if os.path.splitext(path)[1].lower() not in IMAGE_EXTENSIONS:
+        return False
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):  # missing, or a link loop: opened alone, and named
+        return False
 
 
 class ImageFilesSource(ListedFiles):

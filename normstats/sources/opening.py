@@ -14,12 +14,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.maths.records import Skipped
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Source
 from normstats.sources.decoding.file_read import not_a_dataset_path
 from normstats.sources.decoding.policy import policy_of
 from normstats.sources.folder import FolderSource
-from normstats.sources.path_patterns import expand_paths, is_pattern, split_member
+from normstats.sources.path_patterns import (
+    expand_paths,
+    is_pattern,
+    missing_reason,
+    one_path_per_file,
+    regular_files,
+    split_member,
+)
 from normstats.sources.remote import is_url, local_path
 
 if TYPE_CHECKING:
@@ -107,7 +115,7 @@ def _is_path_list(data: Any) -> bool:
 def _open_path(path: str, options: dict[str, Any]) -> Source:
     """The source of one local path (a folder, an array, a dataset file, an image)."""
     if not os.path.exists(split_member(path)[0]):
-        raise NormstatsError("no such file or folder", path=path)
+        raise NormstatsError(missing_reason(split_member(path)[0]), path=path)
     if (reason := not_a_dataset_path(split_member(path)[0])) is not None:
         raise NormstatsError(reason, path=path)
     format = options["format"]
@@ -178,14 +186,19 @@ def shard_folder(path: str, policy: Any, options: dict[str, Any]) -> Source | No
         raise NormstatsError(f"holds both tar shards ({len(tars)}) and Parquet files "
                              f"({len(parquets)}); name the ones to read, e.g. "
                              f"'{path}/*.tar'", path=path)
-    if tars:
-        source: Source = TarSource(tars, policy, options["fail_fast"])
-    elif parquets:
-        source = ParquetSource(parquets, policy, options["fail_fast"], options["image_key"])
-    else:
+    if not tars and not parquets:
         return None
-    source.description = f"{path} ({len(tars or parquets)} {'tar' if tars else 'Parquet'} " \
-        "files)"
+    skipped: list[Skipped] = []
+    shards = regular_files(tars or parquets, skipped, options["fail_fast"])
+    if not shards:
+        raise NormstatsError(f"holds no regular file of its {len(tars or parquets)} shards "
+                             f"({skipped[0].path}: {skipped[0].reason})", path=path)
+    if tars:
+        source: Source = TarSource(shards, policy, options["fail_fast"])
+    else:
+        source = ParquetSource(shards, policy, options["fail_fast"], options["image_key"])
+    source.description = f"{path} ({len(shards)} {'tar' if tars else 'Parquet'} files)"
+    source.skipped = tuple(sorted(skipped, key=lambda s: s.path)) + tuple(source.skipped)
     return source
 
 
@@ -209,9 +222,10 @@ def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Sour
     for path in paths:
         grouped[_group_of(path, options["format"])].append(path)
     images = grouped["image"]  # the listing counts each physical file once
-    # shards are few: one per physical file, whatever spelling named it first
-    tars, parquets = (list({os.path.realpath(p): p for p in grouped[kind]}.values())
-                      for kind in ("tar", "parquet"))
+    # the others are few: one per physical file (device, inode), whatever named it first
+    duplicates: list[Skipped] = []
+    tars, parquets, others = (one_path_per_file(grouped[kind], duplicates)
+                              for kind in ("tar", "parquet", "other"))
     parts: list[Source] = []
     if images:
         parts.append(ImageFilesSource(images, policy, options["fail_fast"]))
@@ -220,12 +234,13 @@ def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Sour
     if parquets:
         parts.append(ParquetSource(parquets, policy, options["fail_fast"],
                                    options["image_key"]))
-    parts += [_open_path(p, options) for p in grouped["other"]]
-    description = describe_paths(paths)
-    if len(parts) == 1:
-        parts[0].description = description
-        return parts[0]
-    return ConcatSource(parts, description)
+    parts += [_open_path(p, options) for p in others]
+    dropped = {s.path for s in duplicates}
+    description = describe_paths([p for p in paths if p not in dropped])
+    source = parts[0] if len(parts) == 1 else ConcatSource(parts, description)
+    source.description = description
+    source.skipped = tuple(source.skipped) + tuple(duplicates)  # named, never counted
+    return source
 
 
 def _union(paths: list[str]) -> list[str]:

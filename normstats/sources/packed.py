@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from normstats.errors import NormstatsError
+from normstats.errors import IncompatibleImagesError, NormstatsError
+from normstats.maths.image_moments import MAX_INTEGER_BITS
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Task
+from normstats.sources.decoding.file_read import open_regular
 
 __all__ = ["MappedRecords", "Window", "PackedSource", "file_size", "read_gzip",
            "MAX_DEFLATE_RATIO"]
@@ -71,8 +73,11 @@ class MappedRecords:
         rows = max(0, stop - start)
         if rows == 0:
             return np.empty((0, *self.image_shape), self.item_dtype.newbyteorder("="))
-        mapped = np.memmap(self.path, self.item_dtype, "r",
-                           offset=self.offset + start * width * itemsize, shape=(rows, width))
+        # Through the one door: the path could name a FIFO by the time a task runs.
+        with open_regular(self.path) as handle:
+            mapped = np.memmap(handle, self.item_dtype, "r",
+                               offset=self.offset + start * width * itemsize,
+                               shape=(rows, width))
         block = mapped[:, self.skip:].reshape(rows, *self.image_shape)
         return native(block)
 
@@ -106,6 +111,10 @@ class _ShapedRecords:
         self.shape = records.shape
         self.dtype = records.item_dtype.newbyteorder("=")
 
+    def __getitem__(self, index: slice) -> np.ndarray:
+        # rows read in place (vectors, an (N, d) IDX file, are read by slicing the array)
+        return self.records[index]
+
 
 class PackedSource(ArraySource):
     """An `ArraySource` over records of one file, described by the file's path.
@@ -131,7 +140,15 @@ class PackedSource(ArraySource):
     def __init__(self, data: MappedRecords | np.ndarray, path: str, layout: str | None,
                  channel_names: tuple[str, ...] | None, mode: str) -> None:
         array = _ShapedRecords(data) if isinstance(data, MappedRecords) else native(data)
-        super().__init__(array, layout=layout, channel_names=channel_names)
+        try:
+            super().__init__(array, layout=layout, channel_names=channel_names)
+        except NormstatsError as error:  # a shape that is not images: name the file
+            raise type(error)(error.reason, path) from None
+        if self.kind == "images" and self.array.dtype.kind in "iu" and \
+                self.array.dtype.itemsize * 8 > MAX_INTEGER_BITS:  # said before any task
+            raise IncompatibleImagesError(f"{self.array.dtype} images are not supported "
+                                          "exactly (at most 16-bit integers); convert them "
+                                          "to float64 for float statistics", path)
         self.path = path
         self.description = path
         self.mode = mode
@@ -165,7 +182,7 @@ def read_gzip(path: str, header: bytes, claimed: int) -> np.ndarray:
                              f"{file_size(path):,}-byte .gz file can hold", path=path)
     payload = np.empty(claimed, np.uint8)
     try:
-        with gzip.open(path, "rb") as stream:
+        with open_regular(path) as handle, gzip.GzipFile(fileobj=handle, mode="rb") as stream:
             stream.read(len(header))
             got = _read_into(stream, memoryview(payload))
             extra = stream.read(1)

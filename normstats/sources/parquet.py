@@ -20,6 +20,7 @@ from typing import Any
 from normstats.errors import InvalidOptionError, NormstatsError, UnreadableInputError
 from normstats.maths.records import Skipped
 from normstats.sources.base import Task, split_evenly
+from normstats.sources.confined import outside_reason
 from normstats.sources.decoding.decode import (
     DecodedImage,
     DecodePolicy,
@@ -28,7 +29,7 @@ from normstats.sources.decoding.decode import (
     decode_bytes,
     decode_file,
 )
-from normstats.sources.decoding.file_read import too_large_reason
+from normstats.sources.decoding.file_read import open_regular, too_large_reason
 from normstats.sources.folder import DecodingTask
 
 __all__ = ["ParquetSource", "ParquetTask", "PARQUET_EXTENSIONS", "is_parquet"]
@@ -49,9 +50,9 @@ def is_parquet(path: str) -> bool:
     if path.lower().endswith(PARQUET_EXTENSIONS):
         return True
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             return handle.read(4) == b"PAR1"
-    except OSError:
+    except (OSError, UnreadableInputError):
         return False
 
 
@@ -104,6 +105,24 @@ def image_column(schema: Any, path: str, column: str | None) -> tuple[str, str]:
                          "choose one with --column", path=path)
 
 
+def _layout(pq: Any, path: str, column: str | None) -> tuple[str, str, str, list[int]]:
+    """``path``, its image column and that column's kind, and the rows of each row group."""
+    try:
+        with open_regular(path) as handle:  # never a FIFO: pyarrow would wait on it
+            parquet = pq.ParquetFile(handle)
+            schema, metadata = parquet.schema_arrow, parquet.metadata
+    except UnreadableInputError:
+        raise
+    except OSError as error:
+        raise NormstatsError(f"cannot read the Parquet file ({error.strerror or error})",
+                             path=path) from None
+    except Exception as error:  # noqa: BLE001 - pyarrow raises many types
+        raise NormstatsError(f"not a readable Parquet file ({error})", path=path) from None
+    name, kind = image_column(schema, path, column)
+    return (path, name, kind, [metadata.row_group(g).num_rows
+                               for g in range(metadata.num_row_groups)])
+
+
 @dataclass(frozen=True)
 class ParquetTask(DecodingTask):
     """Decode rows ``start:stop`` of row group ``group`` of one Parquet file (whose first
@@ -144,8 +163,9 @@ class ParquetTask(DecodingTask):
         return dataclasses.replace(self, stop=min(self.stop, self.start + count))
 
     def _cells(self) -> Iterator[tuple[str, Any]]:
-        table = _pyarrow().ParquetFile(self.path).read_row_group(self.group,
-                                                                 columns=[self.column])
+        with open_regular(self.path) as handle:  # pyarrow reads what was checked
+            table = _pyarrow().ParquetFile(handle).read_row_group(self.group,
+                                                                  columns=[self.column])
         first = self.first_row
         values = table.column(0).slice(self.start, self.stop - self.start).to_pylist()
         name = os.path.basename(self.path)
@@ -161,8 +181,12 @@ class ParquetTask(DecodingTask):
                                                             self.policy.file_byte_limit), key)
             return decode_bytes(data, key, self.policy, scratch)
         if path:
-            full = os.path.join(os.path.dirname(os.path.abspath(self.path)), path)
-            return decode_file(full, self.policy, key, scratch)
+            folder = os.path.dirname(os.path.abspath(self.path))
+            reason = outside_reason(folder, path)
+            if reason is not None:
+                raise UnreadableInputError(f"image path {reason}: only images inside the "
+                                           "Parquet file's folder are read", key)
+            return decode_file(os.path.join(folder, path), self.policy, key, scratch)
         raise UnreadableInputError("no image in this row (empty cell)", key)
 
 
@@ -202,20 +226,18 @@ class ParquetSource:
         self.policy = policy or DecodePolicy()
         self.fail_fast = fail_fast
         self.files: list[tuple[str, str, str, list[int]]] = []
+        skipped: list[Skipped] = []
         for path in paths:
             try:
-                handle = pq.ParquetFile(path)
-            except Exception as error:  # noqa: BLE001 - pyarrow raises many types
-                raise NormstatsError(f"not a readable Parquet file ({error})", path=path) \
-                    from None
-            name, kind = image_column(handle.schema_arrow, path, column)
-            rows = [handle.metadata.row_group(g).num_rows
-                    for g in range(handle.metadata.num_row_groups)]
-            self.files.append((path, name, kind, rows))
+                self.files.append(_layout(pq, path, column))
+            except UnreadableInputError as error:  # a FIFO or device named like a file:
+                if fail_fast:                      # skipped unread, as in a folder
+                    raise
+                skipped.append(Skipped(path, error.reason))
         self.mode = self.policy.mode
         self.channel_names = None if self.mode == "keep" else channel_names_for(self.mode, 0)
         self.description = paths[0] if len(paths) == 1 else f"{len(paths)} Parquet files"
-        self.skipped: tuple[Skipped, ...] = ()
+        self.skipped: tuple[Skipped, ...] = tuple(skipped)
         self.ignored = 0
 
     def __len__(self) -> int:

@@ -6,17 +6,24 @@ such strings too. A path that exists is taken as it is; otherwise braces are exp
 (``{a,b}`` lists and ``{000..099}`` zero-padded ranges, as in bash) and each result is
 globbed when it holds ``*``, ``?`` or ``[``. A pattern that matches nothing is an error
 naming it. ``archive.npz:member`` names one array of an ``.npz`` archive (`split_member`).
+A file named twice (``a.npy ./a.npy``, a link to it, a manifest listing it again) is read
+once: `one_path_per_file` keeps its first path, by device and inode, and names the others.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
 
-from normstats.errors import NormstatsError
+from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.maths.records import Skipped
+from normstats.sources.decoding.file_read import not_regular_reason
+from normstats.sources.found_files import DUPLICATE
 
-__all__ = ["expand_braces", "expand_paths", "is_pattern", "split_member"]
+__all__ = ["expand_braces", "expand_paths", "is_pattern", "split_member", "one_path_per_file",
+           "regular_files", "missing_reason"]
 
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
 _GLOB = re.compile(r"[*?\[]")
@@ -145,3 +152,99 @@ def split_member(path: str) -> tuple[str, str | None]:
     if sep and head.lower().endswith(".npz") and os.path.isfile(head):
         return head, member
     return path, None
+
+
+def one_path_per_file(paths: list[str], skipped: list[Skipped], how: str = "named twice"
+                      ) -> list[str]:
+    """``paths`` with each file (folder, ``.npz`` member) once, at its first path, by
+    (device, inode): another spelling, a hard or symbolic link, or the same path again
+    goes to ``skipped`` as a duplicate (read once, not an error), saying ``how`` it came
+    twice. A path that cannot be stat'ed is kept: its reader names why it cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp(); a = os.path.join(d, "a.npy"); _ = open(a, "wb")
+    >>> os.symlink(a, os.path.join(d, "b.npy"))
+    >>> skipped = []
+    >>> one_path_per_file([a, os.path.join(d, ".", "a.npy"), os.path.join(d, "b.npy")],
+    ...                   skipped) == [a]
+    True
+    >>> skipped[1].reason == f"same file as {a} (named twice); read once"
+    True
+    """
+    first: dict[tuple[int, int, str | None], str] = {}
+    kept = []
+    for path in paths:
+        file, member = split_member(path)  # two members of one .npz are two datasets
+        try:
+            info = os.stat(file)
+        except (OSError, ValueError):  # missing, a link loop, a NUL byte: its reader says
+            kept.append(path)
+            continue
+        identity = (info.st_dev, info.st_ino, member)
+        if identity in first:
+            skipped.append(Skipped(path, f"{DUPLICATE} {first[identity]} ({how}); read once"))
+            continue
+        first[identity] = path
+        kept.append(path)
+    return kept
+
+
+def missing_reason(path: str) -> str:
+    """Why ``path``, which `os.path.exists` denies, cannot be read: a link loop or a
+    dangling link is no typo, and saying "no such file" of it sends the user astray.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> loop = os.path.join(tempfile.mkdtemp(), "loop")
+    >>> os.symlink(loop, loop)
+    >>> missing_reason(loop)
+    'a symbolic link loop (ELOOP): following its links never reaches a file or folder'
+    """
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "a symbolic link loop (ELOOP): following its links never reaches a " \
+                "file or folder"
+        if error.errno not in (errno.ENOENT, errno.ENOTDIR):
+            return f"cannot read it: {error.strerror or error}"
+    except ValueError:  # a NUL byte in the path
+        pass
+    try:
+        return f"a symbolic link to {os.readlink(path)}, which does not exist"
+    except (OSError, ValueError):  # not a link: plainly missing
+        return "no such file or folder"
+
+
+def regular_files(paths: list[str], skipped: list[Skipped], fail_fast: bool) -> list[str]:
+    """The regular files of ``paths`` (a folder's shards), each once: a FIFO or a device
+    named like a shard goes to ``skipped`` unopened, as a folder's walk skips it (with
+    ``fail_fast``, it is an error), and so does a second link to a shard.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp(); a = os.path.join(d, "s-0.tar"); _ = open(a, "wb")
+    >>> os.mkfifo(os.path.join(d, "s-1.tar"))
+    >>> skipped = []
+    >>> regular_files([a, os.path.join(d, "s-1.tar")], skipped, False) == [a]
+    True
+    >>> skipped[0].reason
+    'not a regular file (a FIFO (named pipe)); only regular files are read'
+    """
+    regular = []
+    for path in paths:
+        try:
+            reason = not_regular_reason(os.stat(path).st_mode)
+        except OSError:  # gone or a dangling link: its reader names the system's reason
+            reason = None
+        if reason is None:
+            regular.append(path)
+        elif fail_fast:
+            raise UnreadableInputError(reason, path)
+        else:
+            skipped.append(Skipped(path, reason))
+    return one_path_per_file(regular, skipped, "a hard or symbolic link")

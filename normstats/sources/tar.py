@@ -11,7 +11,10 @@ to header, a ``.tar.gz`` as a stream. A shard cut inside a member, a plain shard
 without its end-of-archive blocks, and a shard whose sample count disagrees with an
 index (a wids-style ``{"shardlist": [{"url": ..., "nsamples": ...}]}`` JSON, or a
 manifest) are errors naming the shard: a shard cut at a member boundary otherwise
-reads as a valid, smaller shard.
+reads as a valid, smaller shard. Link members named like images are never followed:
+they are named in ``skipped`` as the folder walk names links; a shard that is not a
+regular file (a FIFO named ``x.tar``) is skipped unread; an index's shards stay inside
+its folder.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import posixpath
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from normstats.errors import NormstatsError, UnreadableInputError
 from normstats.maths.records import Skipped
 from normstats.sources.base import Task, default_task_size, split_evenly
+from normstats.sources.confined import outside_reason
 from normstats.sources.decoding.decode import (
     IMAGE_EXTENSIONS,
     DecodedImage,
@@ -34,9 +39,10 @@ from normstats.sources.decoding.decode import (
     channel_names_for,
     decode_bytes,
 )
-from normstats.sources.decoding.file_read import too_large_reason
+from normstats.sources.decoding.file_read import open_regular, too_large_reason
 from normstats.sources.folder import DecodingTask
-from normstats.sources.tar_headers import Header, plain_headers
+from normstats.sources.found_files import DUPLICATE
+from normstats.sources.tar_headers import checked_members, list_members
 
 __all__ = ["TarSource", "TarTask", "Member", "scan_shard", "read_shard_index"]
 
@@ -88,18 +94,27 @@ def scan_shard(path: str, expected: int | None = None, image_ext: str | None = N
     (['a.jpg'], 1, 1)
     """
     compressed = path.lower().endswith((".gz", ".tgz"))
-    every = _list_members(path, compressed)
+    try:
+        every, end = list_members(path, compressed)
+    except OSError as error:  # missing or not permitted (a FIFO is refused without one)
+        raise NormstatsError(f"cannot read the shard ({error.strerror or error})",
+                             path=path) from None
     # tar's rule for a name stored twice: the last copy wins (extracting gives that one)
     last = {info.name: info for info in every if info.isfile()}
     infos = [info for info in every if info.isfile() and last[info.name] is info]
     samples: dict[str, list[tarfile.TarInfo]] = {}
     for info in infos:
         samples.setdefault(_split_key(info.name)[0], []).append(info)
-    members, skipped = [], []
+    links = [info for info in every
+             if (info.islnk() or info.issym()) and _is_image(info.name, image_ext)]
+    skipped = [_link_skipped(path, info, last, image_ext) for info in links]
+    linked = {_split_key(info.name)[0] for info in links}
+    members = []
     for key, group in samples.items():
         chosen = _image_of(group, image_ext)
         if chosen is None:
-            skipped.append(Skipped(f"{path}:{key}", "sample has no image member"))
+            if key not in linked:  # a link stood for its image: named already
+                skipped.append(Skipped(f"{path}:{key}", "sample has no image member"))
             continue
         # offset_data: where to seek in a plain tar; which copy to take in a stream
         members.append(Member(key, chosen.name, chosen.offset_data, chosen.size))
@@ -107,50 +122,43 @@ def scan_shard(path: str, expected: int | None = None, image_ext: str | None = N
         raise NormstatsError(f"holds {len(samples)} samples but its index says {expected}: "
                              "the shard is truncated (cut at a member boundary) or not the "
                              "indexed one", path=path)
-    if not compressed:
-        _check_end_blocks(path, every)
+    if end is not None:
+        _check_end_blocks(path, end)
     return Shard(path, compressed, tuple(members), len(samples), tuple(skipped),
                  len(infos) - len(members))
 
 
 def _image_of(group: list[tarfile.TarInfo], image_ext: str | None) -> tarfile.TarInfo | None:
     for info in group:
-        ext = _split_key(info.name)[1]
-        if image_ext is not None and ext == image_ext.lower():
-            return info
-        if image_ext is None and "." + ext.rsplit(".", 1)[-1] in IMAGE_EXTENSIONS:
+        if _is_image(info.name, image_ext):
             return info
     return None
 
 
-def _list_members(path: str, compressed: bool) -> list[tarfile.TarInfo] | list[Header]:
-    fast = None if compressed else plain_headers(path)
-    if fast is not None:
-        infos: list = fast
-        return _checked_sizes(path, infos)
-    try:
-        with tarfile.open(path, "r|gz" if compressed else "r:") as tar:
-            infos = list(tar)  # every entry: folders and links end a valid tar too
-    except (tarfile.TarError, EOFError, OSError) as error:
-        reason = "truncated" if isinstance(error, EOFError) or "unexpected end" in str(error) \
-            else "not a readable tar shard"
-        raise NormstatsError(f"{reason} ({error or type(error).__name__})", path=path) from None
-    return infos if compressed else _checked_sizes(path, infos)
+def _is_image(name: str, image_ext: str | None) -> bool:
+    ext = _split_key(name)[1]
+    if image_ext is not None:
+        return ext == image_ext.lower()
+    return "." + ext.rsplit(".", 1)[-1] in IMAGE_EXTENSIONS
 
 
-def _checked_sizes(path: str, infos: list) -> list:
-    size = os.path.getsize(path)
-    for info in infos:
-        if info.isfile() and info.offset_data + info.size > size:
-            raise NormstatsError(f"truncated inside member {info.name}", path=path)
-    return infos
+def _link_skipped(path: str, info: tarfile.TarInfo, files: dict, image_ext: str | None
+                  ) -> Skipped:
+    """A hard or symbolic link member, never followed: named as the folder walk names a
+    second link to a file it lists (or a link it does not follow)."""
+    kind = "hard" if info.islnk() else "symbolic"
+    target = info.linkname if info.islnk() else \
+        posixpath.normpath(posixpath.join(posixpath.dirname(info.name), info.linkname))
+    if target in files and _is_image(target, image_ext):
+        return Skipped(f"{path}:{info.name}",
+                       f"{DUPLICATE} {path}:{target} (a {kind} link); counted once")
+    return Skipped(f"{path}:{info.name}", f"a {kind} link to {info.linkname!r}, which is "
+                                          "not an image file of the shard; not followed")
 
 
-def _check_end_blocks(path: str, infos: list[tarfile.TarInfo]) -> None:
+def _check_end_blocks(path: str, end: int) -> None:
     """A plain tar ends with two zero blocks; a shard cut between members does not."""
-    end = max((i.offset_data + (-(-i.size // 512) * 512 if i.isfile() else 0) for i in infos),
-              default=0)
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         handle.seek(end)
         tail = handle.read(1024)
     if len(tail) < 1024 or any(tail):
@@ -170,19 +178,23 @@ def read_shard_index(path: str) -> dict[str, int]:
     [('a.tar', 3)]
     """
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open_regular(path) as handle:
             entries = json.load(handle)["shardlist"]
-        listed = {str(e["url"]): int(e["nsamples"]) for e in entries}
+        listed = [(str(e["url"]), int(e["nsamples"])) for e in entries]
+    except NormstatsError:
+        raise  # not a regular file: its own reason
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise NormstatsError(f"not a shard index ({{'shardlist': [{{'url', 'nsamples'}}]}}): "
                              f"{error}", path=path) from None
     folder = os.path.dirname(os.path.abspath(path))
     counts = {}
-    for url, count in listed.items():
-        full = os.path.normpath(os.path.join(folder, url))
-        if os.path.isabs(url) or not full.startswith(folder + os.sep):
-            raise NormstatsError(f"shard {url!r} is outside the index's folder", path=path)
-        counts[full] = count
+    for number, (url, count) in enumerate(listed):
+        reason = outside_reason(folder, url)
+        if reason is not None:
+            raise NormstatsError(f"shardlist entry {number} ({url!r}) is outside the index's "
+                                 f"folder: {reason}; only shards inside it are read",
+                                 path=path)
+        counts[os.path.normpath(os.path.join(folder, url))] = count
     return counts
 
 
@@ -232,14 +244,16 @@ class TarTask(DecodingTask):
         """Each member and its bytes (None for a member over the byte limit)."""
         limit = self.limit
         if not self.compressed:
-            with open(self.path, "rb") as handle:
+            with open_regular(self.path) as handle:
                 for member in self.members:
                     handle.seek(member.offset)
                     yield member, handle.read(member.size) if member.size <= limit else None
             return
         wanted = {m.name: m for m in self.members}
-        with tarfile.open(self.path, "r|gz") as tar:
-            for info in tar:
+        with open_regular(self.path) as handle, \
+                tarfile.open(fileobj=handle, mode="r|gz") as tar:
+            size = os.fstat(handle.fileno()).st_size
+            for info in checked_members(tar, size, self.path, compressed=True):
                 member = wanted.get(info.name)
                 if member is not None and info.isfile() and info.offset_data == member.offset:
                     yield member, tar.extractfile(info).read() if info.size <= limit else None
@@ -281,12 +295,19 @@ class TarSource:
         self.policy = policy or DecodePolicy()
         self.fail_fast = fail_fast
         counts = {os.path.abspath(k): v for k, v in (counts or {}).items()}
-        self.shards = tuple(scan_shard(p, counts.get(os.path.abspath(p)), image_ext)
-                            for p in paths)
+        shards, skipped = [], []
+        for path in paths:
+            try:
+                shards.append(scan_shard(path, counts.get(os.path.abspath(path)), image_ext))
+            except UnreadableInputError as error:  # a FIFO or device named like a shard:
+                if fail_fast:                      # skipped unread, as in a folder
+                    raise
+                skipped.append(Skipped(path, error.reason))
+        self.shards = tuple(shards)
         self.mode = self.policy.mode
         self.channel_names = None if self.mode == "keep" else channel_names_for(self.mode, 0)
         self.description = paths[0] if len(paths) == 1 else f"{len(paths)} tar shards"
-        self.skipped = tuple(s for shard in self.shards for s in shard.skipped)
+        self.skipped = tuple(skipped) + tuple(s for shard in shards for s in shard.skipped)
         self.ignored = sum(shard.ignored for shard in self.shards)
 
     def __len__(self) -> int:

@@ -1,20 +1,35 @@
-"""Listing a plain tar shard by reading its header blocks, without `tarfile`.
+"""Listing the members of a tar shard: header blocks read directly, else `tarfile`, guarded.
 
 Python's `tarfile` builds a `TarInfo` per member through several layers of parsing: a
 shard of 1,000 WebDataset samples (2,000 members, each with the pax record Python's
 writer adds) takes ~0.1 s to list, and listing is done before any decoding starts. Most
 shards are plain ustar blocks with pax records for path and size; those are read here
-(a few ms a shard). Anything else — pax global headers, GNU long names, sparse files,
-base-256 sizes, a bad checksum, a cut — is left to `tarfile` (`plain_headers` returns
-None), whose listing and errors then apply unchanged.
+(a few ms a shard), with `tarfile`'s reading of every field (octal or base-256 numbers,
+the ustar prefix, old-style folders, unknown member types). Anything else — pax global
+headers, GNU long names, sparse files, a bad checksum, a field `tarfile` would refuse, a
+cut header — is left to `tarfile` (`plain_headers` returns None), whose listing applies.
+
+No header is trusted for a size: a member (or extended header) said to run past the end
+of the shard is an error naming it before anything is read or allocated, and `tarfile`
+reads through a file object whose reads stop at the end of the shard (it reads an
+extended header's claimed size in one call) and never steps backwards (a negative size
+would make it list the same member forever).
 """
 
 from __future__ import annotations
 
+import io
 import os
+import re
+import tarfile
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Header", "plain_headers"]
+from normstats.errors import NormstatsError
+from normstats.sources.decoding.file_read import open_regular
+from normstats.sources.packed import MAX_DEFLATE_RATIO
+
+__all__ = ["Header", "plain_headers", "list_members"]
 
 
 @dataclass(frozen=True)
@@ -25,18 +40,43 @@ class Header:
     size: int
     offset_data: int
     kind: bytes
+    linkname: str = ""
 
     def isfile(self) -> bool:
-        return self.kind in (b"0", b"\0", b"7")
+        return self.kind in _REGULAR
+
+    def islnk(self) -> bool:
+        return self.kind == b"1"
+
+    def issym(self) -> bool:
+        return self.kind == b"2"
 
 
-#: Header types left to Python's tarfile: pax global headers, GNU long names, sparse files.
-_EXTENDED = frozenset(b"gLKS")
+_REGULAR = (b"0", b"\0", b"7")
+#: Types whose data `tarfile` does not skip: links, folders, devices, FIFOs (any other
+#: unknown type is skipped like a file, by its size).
+_NO_DATA = frozenset((b"1", b"2", b"3", b"4", b"5", b"6"))
+#: Header types left to Python's tarfile: pax global headers, Solaris extended headers,
+#: GNU long names and links, sparse files.
+_EXTENDED = frozenset(b"gXLKS")
+#: An octal field as `tarfile` reads it in its plain form; anything stranger (inner
+#: spaces, signs, underscores, tabs) is left to `tarfile` itself.
+_OCTAL = re.compile(rb" *([0-7]*) *(?:\0[\s\S]*)?")
+#: Where `tarfile` reads a number in a header besides the size and the checksum: mode,
+#: uid, gid, mtime, devices.
+_NUMBERS = ((100, 108), (108, 116), (116, 124), (136, 148), (329, 337), (337, 345))
+#: A pax record, as `tarfile` matches it: ``"LEN key=value\n"``.
+_RECORD = re.compile(rb"(\d+) ([^=]+)=")
 
 
 def plain_headers(path: str) -> list[Header] | None:
     """The headers of a plain tar read block by block, pax records for path and size
     included; None when the shard uses anything else, so `tarfile` reads it instead.
+
+    Raises
+    ------
+    NormstatsError
+        A member said to run past the end of the shard, or of negative size.
 
     Examples
     --------
@@ -48,69 +88,204 @@ def plain_headers(path: str) -> list[Header] | None:
     >>> [(h.name, h.size, h.offset_data) for h in plain_headers(p)]
     [('000001.jpg', 3, 512)]
     """
-    headers = []
-    size = os.path.getsize(path)
-    pax: dict[bytes, bytes] = {}
-    with open(path, "rb") as handle:
-        offset = 0
-        while True:
-            handle.seek(offset)
-            block = handle.read(512)
-            if len(block) < 512:
-                return None  # cut inside a header: tarfile's error names it
-            if not any(block):
-                return headers
-            kind = block[156:157]
-            stored = block[148:156].split(b"\0", 1)[0].strip()
-            length = _octal(block[124:136])
-            if (kind and kind[0] in _EXTENDED) or length is None or not stored or \
-                    int(stored, 8) != sum(block[:148]) + 8 * 32 + sum(block[156:]):
+    with open_regular(path) as handle:
+        listed = _read_headers(handle, os.fstat(handle.fileno()).st_size, path)
+    return None if listed is None else listed[0]
+
+
+def _read_headers(handle: io.BufferedReader, size: int, path: str
+                  ) -> tuple[list[Header], int] | None:
+    """The headers and the offset of the end-of-archive block; None to defer."""
+    headers: list[Header] = []
+    pax: dict[bytes, bytes] | None = None
+    offset, seen = 0, set()
+    while True:
+        handle.seek(offset)
+        block = handle.read(512)
+        if len(block) < 512:
+            return None  # cut inside a header: tarfile's error names it
+        if not any(block):
+            return None if pax is not None else (headers, offset)  # tarfile: a cut
+        fields = _fields(block, seen)
+        if fields is None:
+            return None
+        kind, length = fields
+        name, link = _names(block, kind)
+        if kind == b"x":
+            if pax is not None:  # two in a row: tarfile lets the first one win
                 return None
-            if kind == b"x":  # pax extended header: records for the next member
-                pax = _pax_records(handle.read(length))
-                if pax is None:
-                    return None
-                offset += 512 + -(-length // 512) * 512
-                continue
-            name = block[0:100].split(b"\0", 1)[0]
-            if block[257:262] == b"ustar" and block[345:500].strip(b"\0"):
-                name = block[345:500].split(b"\0", 1)[0] + b"/" + name
-            name = pax.get(b"path", name)
-            if kind == b"5":
-                name = name.rstrip(b"/")  # as tarfile names folders
-            if b"size" in pax:
-                length = int(pax[b"size"])
-            pax = {}
-            headers.append(Header(name.decode("utf-8", "surrogateescape"), length,
-                                   offset + 512, kind))
-            data = length if kind in (b"0", b"\0", b"7") else 0
-            offset += 512 + -(-data // 512) * 512
-            if offset > size:
-                return None  # cut inside a member or its padding: tarfile's error names it
+            _check_size(path, name, length, offset + 512, size)
+            pax = _pax_records(handle.read(-(-length // 512) * 512))
+            if pax is None:
+                return None
+            offset += 512 + -(-length // 512) * 512
+            continue
+        if pax:
+            name = pax[b"path"].rstrip(b"/") if b"path" in pax else name
+            link = pax.get(b"linkpath", link)
+            length = int(pax.get(b"size", length))
+        if kind not in _NO_DATA:
+            _check_size(path, name, length, offset + 512, size)
+        pax = None
+        headers.append(Header(name.decode("utf-8", "surrogateescape"), length, offset + 512,
+                              kind, link.decode("utf-8", "surrogateescape")))
+        offset += 512 + (0 if kind in _NO_DATA else -(-length // 512) * 512)
+        if offset > size:
+            return None  # cut inside a member's padding: tarfile's error names it
+
+
+def _fields(block: bytes, seen: set[bytes]) -> tuple[bytes, int] | None:
+    """The type and size of a header whose checksum and numbers `tarfile` would accept
+    as this module reads them; None to leave the header to `tarfile`. The numbers but
+    the size are mostly the same from member to member: ``seen`` keeps those checked."""
+    kind = block[156:157]
+    others = block[100:124] + block[136:148] + block[329:345]
+    if others not in seen:
+        if None in [_number(block[a:b]) for a, b in _NUMBERS]:
+            return None
+        seen.add(others)
+    size = _number(block[124:136])
+    if kind[0] in _EXTENDED or size is None or \
+            _number(block[148:156]) != sum(block[:148]) + 8 * 32 + sum(block[156:]):
+        return None
+    if kind == b"\0" and block[:100].split(b"\0", 1)[0].endswith(b"/"):
+        kind = b"5"  # an old-style folder: a file entry whose name ends with a slash
+    return kind, size
+
+
+def _names(block: bytes, kind: bytes) -> tuple[bytes, bytes]:
+    """The member name (with the ustar prefix, as tarfile builds it) and link name."""
+    name = block[0:100].split(b"\0", 1)[0]
+    if kind == b"5":
+        name = name.rstrip(b"/")  # as tarfile names folders
+    prefix = block[345:500].split(b"\0", 1)[0]
+    if prefix:
+        name = prefix + b"/" + name
+    if kind == b"5":
+        name = name.rstrip(b"/")  # again, with the prefix (tarfile does both)
+    return name, block[157:257].split(b"\0", 1)[0]
+
+
+def _check_size(path: str, name: bytes | str, length: int, start: int, size: int,
+                packed: int | None = None) -> None:
+    """Refuse a header whose data would run past the end of the shard (``size`` bytes, or
+    what a gzip stream of ``packed`` bytes can hold), before anything is read."""
+    shown = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
+    if length < 0:
+        raise NormstatsError(f"member {shown} has a negative size ({length:,}) in its "
+                             "header: a damaged shard", path=path)
+    if start + length > size:
+        end = f"the shard ends at {size:,}" if packed is None else \
+            f"a gzip stream of {packed:,} bytes cannot hold that much"
+        raise NormstatsError(f"truncated inside member {shown}: its header gives "
+                             f"{length:,} bytes from offset {start:,}, and {end}", path=path)
 
 
 def _pax_records(data: bytes) -> dict[bytes, bytes] | None:
-    """``"LEN key=value\n"`` records of a pax header; None when they do not parse."""
+    """``"LEN key=value\n"`` records of a pax header, matched as tarfile matches them;
+    None for what this module leaves to tarfile (sparse files, a size it reads its way)."""
     records, position = {}, 0
-    try:
-        while position < len(data) and data[position:position + 1] != b"\0":
-            space = data.index(b" ", position)
-            length = int(data[position:space])
-            key, _, value = data[space + 1:position + length - 1].partition(b"=")
-            records[key] = value
-            position += length
-    except ValueError:
-        return None
-    if b"size" in records and not records[b"size"].isdigit():
+    while (match := _RECORD.match(data, position)) is not None:
+        length = int(match.group(1))
+        if length == 0:
+            return None
+        records[match.group(2)] = data[match.end(2) + 1:match.start(1) + length - 1]
+        position += length
+    if any(key.startswith(b"GNU.sparse.") for key in records) or (
+            b"size" in records and re.fullmatch(rb"[0-9]+", records[b"size"]) is None):
         return None
     return records
 
 
-def _octal(field: bytes) -> int | None:
-    if field[:1] and field[0] & 0x80:  # base-256: tarfile reads it
+def _number(field: bytes) -> int | None:
+    """A header number as tarfile reads it: base-256 (first byte 0x80, or 0xff for a
+    negative number) or octal; None for an octal form left to tarfile."""
+    if field[0] in (0x80, 0xFF):
+        value = int.from_bytes(field[1:], "big")
+        return value - 256 ** (len(field) - 1) if field[0] == 0xFF else value
+    match = _OCTAL.fullmatch(field)
+    if match is None:
         return None
-    digits = field.split(b"\0", 1)[0].strip()
-    try:
-        return int(digits, 8) if digits else 0
-    except ValueError:
-        return None
+    return int(match.group(1), 8) if match.group(1) else 0
+
+
+def list_members(path: str, compressed: bool) -> tuple[list[Any], int | None]:
+    """Every member of a shard (folders and links too) and, for a plain tar, the offset
+    of its end-of-archive block: read block by block when `plain_headers` can, else by
+    `tarfile` through the guards of this module's docstring.
+
+    Examples
+    --------
+    >>> import io, tarfile, tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "s.tar.gz")
+    >>> with tarfile.open(p, "w:gz") as tar:
+    ...     info = tarfile.TarInfo("000001.jpg"); info.size = 3
+    ...     tar.addfile(info, io.BytesIO(b"abc"))
+    >>> [(i.name, i.size) for i in list_members(p, compressed=True)[0]]
+    [('000001.jpg', 3)]
+    """
+    with open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if not compressed:
+            listed = _read_headers(handle, size, path)
+            if listed is not None:
+                return listed
+            handle.seek(0)
+        try:
+            with tarfile.open(fileobj=handle if compressed else _Clamped(handle, size),
+                              mode="r|gz" if compressed else "r:") as tar:
+                infos = list(checked_members(tar, size, path, compressed))
+                return infos, None if compressed else tar.offset
+        except (tarfile.TarError, EOFError, OSError, ValueError, IndexError,
+                OverflowError) as error:
+            if isinstance(error, NormstatsError):
+                raise
+            truncated = isinstance(error, EOFError) or "unexpected end" in str(error)
+            raise NormstatsError(f"{'truncated' if truncated else 'not a readable tar shard'}"
+                                 f" ({error or type(error).__name__})", path=path) from None
+
+
+def checked_members(tar: tarfile.TarFile, size: int, path: str, compressed: bool) -> Any:
+    """The members of ``tar`` one by one, each checked before `tarfile` moves past it:
+    a negative size (it would step back and list the same member forever) and data past
+    the end of the shard (in a stream, seeking there would take forever) are errors.
+
+    Examples
+    --------
+    >>> import io, tarfile
+    >>> buffer = io.BytesIO()
+    >>> with tarfile.open(fileobj=buffer, mode="w") as tar:
+    ...     info = tarfile.TarInfo("a.png"); info.size = 3
+    ...     tar.addfile(info, io.BytesIO(b"abc"))
+    >>> size = len(buffer.getvalue()); _ = buffer.seek(0)
+    >>> [i.name for i in checked_members(tarfile.open(fileobj=buffer), size, "s.tar", False)]
+    ['a.png']
+    """
+    bound = size * MAX_DEFLATE_RATIO + (1 << 16) if compressed else size
+    for info in tar:
+        if info.issparse():  # its data is not where a plain read would look
+            raise NormstatsError(f"member {info.name} is a sparse file, which normstats "
+                                 "does not read from a shard", path=path)
+        if info.isfile() or info.type not in tarfile.SUPPORTED_TYPES:
+            _check_size(path, info.name, info.size, info.offset_data, bound,
+                        size if compressed else None)
+        yield info
+
+
+class _Clamped:
+    """A shard file for `tarfile` whose reads and seeks stop at the end of the shard."""
+
+    def __init__(self, handle: io.BufferedReader, size: int) -> None:
+        self.handle, self.size, self.name, self.mode = handle, size, handle.name, "rb"
+
+    def read(self, count: int = -1) -> bytes:
+        left = max(0, self.size - self.handle.tell())
+        return self.handle.read(left if count is None or count < 0 else min(count, left))
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 0:
+            offset = min(max(0, offset), self.size)
+        return self.handle.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.handle.tell()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import normstats
-from normstats.errors import NormstatsError
+from normstats.errors import NormstatsError, UnreadableInputError
 from normstats.sources.detect import detect_format
 
 fw = importlib.import_module("format_writers")
@@ -42,3 +43,15 @@ def test_format_overrides_detection(tmp_path: Path) -> None:
     assert normstats.compute(str(path), format="cifar10-bin").images == 3
     with pytest.raises(NormstatsError, match="unknown format 'gif'"):
         normstats.compute(str(path), format="gif")
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("name", ["images.npy", "digits.gz", "index.json", "noname"])
+def test_a_fifo_is_refused_before_its_first_byte_is_read(tmp_path: Path, name: str) -> None:
+    """Detection reads a file's first bytes: a FIFO is refused by the one door
+    (`open_regular`) instead of waiting for a writer (pytest-timeout ends a hang)."""
+    os.mkfifo(tmp_path / name)
+    with pytest.raises(UnreadableInputError) as caught:
+        detect_format(str(tmp_path / name))
+    assert str(caught.value) == (f"{tmp_path / name}: not a regular file (a FIFO (named "
+                                 "pipe)); only regular files are read")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import normstats
-from normstats.errors import NormstatsError
+from normstats.errors import EmptyDatasetError, NormstatsError
 from normstats.sources.idx import open_idx
 
 fw = importlib.import_module("format_writers")
@@ -82,3 +82,23 @@ def test_label_file_is_not_images(tmp_path: Path) -> None:
     path = tmp_path / "train-labels-idx1-ubyte"
     path.write_bytes(fw.idx_bytes(np.arange(10, dtype=np.uint8)))
     assert "holds labels" in _error(path)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize("shape", [(2, 0, 4), (2, 4, 0), (3, 0, 0), (2, 3, 0, 3)])
+def test_a_zero_image_dimension_is_one_error_naming_the_file(tmp_path: Path, shape: tuple,
+                                                            compressed: bool) -> None:
+    """Images of no pixels have no statistic: an error naming the file, not a crash."""
+    path = tmp_path / ("zero-idx3-ubyte" + (".gz" if compressed else ""))
+    data = fw.idx_bytes(np.zeros(shape, np.uint8))
+    path.write_bytes(gzip.compress(data) if compressed else data)
+    dims = " x ".join(map(str, shape))
+    assert _error(path) == f"{path}: IDX dimensions {dims} describe images of no pixels"
+    with pytest.raises(NormstatsError, match="describe images of no pixels"):
+        normstats.compute(str(path), cache=False)
+
+
+def test_no_images_at_all_is_an_empty_dataset_naming_the_file(tmp_path: Path) -> None:
+    path = fw.write_idx(tmp_path / "none-idx3-ubyte", np.zeros((0, 28, 28), np.uint8))
+    with pytest.raises(EmptyDatasetError, match=f"^{path}: no usable image"):
+        normstats.compute(str(path), cache=False)

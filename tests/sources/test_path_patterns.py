@@ -1,7 +1,16 @@
+import os
+
 import pytest
 
-from normstats.errors import NormstatsError
-from normstats.sources.path_patterns import expand_braces, expand_paths, is_pattern
+from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.sources.path_patterns import (
+    expand_braces,
+    expand_paths,
+    is_pattern,
+    missing_reason,
+    one_path_per_file,
+    regular_files,
+)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -40,3 +49,45 @@ def test_a_pattern_matching_nothing_and_a_missing_brace_member_are_named(tmp_pat
         expand_paths(str(tmp_path / "*.parquet"))
     with pytest.raises(NormstatsError, match=r"s-1\.tar: no such file \(from the brace"):
         expand_paths(str(tmp_path / "s-{0..1}.tar"))
+
+
+def test_one_path_per_file_keeps_the_first_path_of_each_file(tmp_path):
+    """By device and inode: spellings, symbolic and hard links are one file; two members
+    of one .npz are two datasets; a path that cannot be stat'ed is kept for its reader."""
+    for name in ("a.npy", "d.npz"):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "soft.npy").symlink_to(tmp_path / "a.npy")
+    os.link(tmp_path / "a.npy", tmp_path / "hard.npy")
+    a, npz = str(tmp_path / "a.npy"), str(tmp_path / "d.npz")
+    paths = [a, str(tmp_path / "." / "a.npy"), str(tmp_path / "soft.npy"),
+             str(tmp_path / "hard.npy"), f"{npz}:x", f"{npz}:y", f"{npz}:x",
+             str(tmp_path / "gone.npy"), str(tmp_path / "gone.npy")]
+    skipped = []
+    assert one_path_per_file(paths, skipped) == [a, f"{npz}:x", f"{npz}:y"] + paths[-2:]
+    assert [(s.path, s.reason) for s in skipped] == [
+        (path, f"same file as {first} (named twice); read once")
+        for path, first in zip(paths[1:4] + [paths[6]], [a, a, a, f"{npz}:x"])]
+
+
+def test_a_folder_listing_skips_what_is_not_a_regular_file_unopened(tmp_path):
+    os.mkfifo(tmp_path / "s-1.tar")
+    (tmp_path / "s-0.tar").write_bytes(b"x")
+    (tmp_path / "s-2.tar").symlink_to(tmp_path / "s-0.tar")
+    paths = [str(tmp_path / f"s-{i}.tar") for i in range(3)]
+    skipped = []
+    assert regular_files(paths, skipped, fail_fast=False) == paths[:1]
+    assert [(s.path, s.reason) for s in skipped] == [
+        (paths[1], "not a regular file (a FIFO (named pipe)); only regular files are read"),
+        (paths[2], f"same file as {paths[0]} (a hard or symbolic link); read once")]
+    with pytest.raises(UnreadableInputError, match=r"s-1\.tar: not a regular file"):
+        regular_files(paths, [], fail_fast=True)
+
+
+def test_a_missing_path_says_why(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert missing_reason(str(tmp_path / "loop")) == (
+        "a symbolic link loop (ELOOP): following its links never reaches a file or folder")
+    assert missing_reason(str(tmp_path / "dangling")) == \
+        f"a symbolic link to {tmp_path / 'nowhere'}, which does not exist"
+    assert missing_reason(str(tmp_path / "typo")) == "no such file or folder"

@@ -86,10 +86,34 @@ def test_corrupt_member_is_skipped_and_named(tmp_path: Path) -> None:
     assert stats.images == 1 and stats.skipped[0].path == f"{path}:b.png"
 
 
-def test_index_entries_stay_inside_its_folder(tmp_path: Path) -> None:
-    fw.write_index(tmp_path / "index.json", {"../elsewhere.tar": 3})
-    with pytest.raises(NormstatsError, match="outside the index's folder"):
-        open_format(str(tmp_path / "index.json"), "tar")
+@pytest.mark.parametrize("entry", ["../elsewhere.tar", "absolute", "link.tar"])
+def test_index_entries_stay_inside_its_folder(tmp_path: Path, entry: str) -> None:
+    """``..``, an absolute path, and a link inside the folder to a shard elsewhere."""
+    import os
+
+    root = tmp_path / "wds"
+    root.mkdir()
+    fw.write_tar(root / "a.tar", RGB[:2])
+    elsewhere = fw.write_tar(tmp_path / "elsewhere.tar", RGB[:3])
+    os.symlink(elsewhere, root / "link.tar")
+    url = str(elsewhere) if entry == "absolute" else entry
+    index = fw.write_index(root / "index.json", {"a.tar": 2, url: 3})
+    with pytest.raises(NormstatsError) as caught:
+        open_format(str(index), "tar")
+    reason = f"'{url}' is an absolute path" if entry == "absolute" else \
+        f"'{url}' resolves to {os.path.realpath(elsewhere)}, outside {os.path.realpath(root)}"
+    assert str(caught.value) == f"{index}: shardlist entry 1 ('{url}') is outside the " \
+        f"index's folder: {reason}; only shards inside it are read"
+
+
+def test_index_entries_in_subfolders_are_read(tmp_path: Path) -> None:
+    (tmp_path / "train" / "part").mkdir(parents=True)
+    fw.write_tar(tmp_path / "train" / "part" / "s-0.tar", RGB[:4])
+    fw.write_tar(tmp_path / "train" / "s-1.tar", RGB[4:])
+    index = fw.write_index(tmp_path / "train" / "index.json",
+                           {"part/s-0.tar": 4, "part/../s-1.tar": 5})
+    stats = normstats.compute(str(index))
+    assert stats.images == 9 and stats.mean == normstats.compute(RGB).mean
 
 
 def _shard(path: Path, entries: list, gz: bool = False) -> Path:
@@ -141,39 +165,125 @@ def test_a_valid_tar_ending_with_a_folder_or_a_link_is_not_called_cut(tmp_path: 
     assert stats.images == 2 and stats.mean == (20 / 255,) * 3
 
 
-@pytest.mark.parametrize("tar_format", [tarfile.USTAR_FORMAT, tarfile.PAX_FORMAT,
-                                        tarfile.GNU_FORMAT])
-def test_the_fast_header_reader_lists_exactly_what_tarfile_lists(tmp_path, tar_format):
-    """Names long enough for ustar's prefix field and pax/GNU long names, non-ASCII names,
-    folders, links, a name stored twice and empty members: the block reader gives
-    tarfile's listing, or steps aside (None) for what it does not read itself."""
+def _link_shard(path: Path, tar_format: int) -> Path:
+    """a.png, then b.png a hard link to it, c.png a symlink to it, d.png a symlink out."""
     import io
 
-    from normstats.sources.tar import _list_members
-    from normstats.sources.tar_headers import plain_headers
-
-    path = tmp_path / "shard.tar"
-    long_folder = "d" * 120 if tar_format != tarfile.USTAR_FORMAT else "d" * 90
-    with tarfile.open(path, "w", format=tar_format) as tar:
-        for name, data in [("a.jpg", b"x" * 700), (f"{long_folder}/b.png", b"y" * 512),
-                           ("ünïcode/c.png", b"z"), ("empty.cls", b""), ("a.jpg", b"w" * 3),
-                           ("m" * 140 + ".png" if tar_format != tarfile.USTAR_FORMAT
-                            else "m.png", b"v" * 9)]:
+    with tarfile.open(path, "w:gz" if path.name.endswith(".gz") else "w",
+                      format=tar_format) as tar:
+        info = tarfile.TarInfo("a.png")
+        info.size = len(_png(40))
+        tar.addfile(info, io.BytesIO(_png(40)))
+        for name, kind, target in (("b.png", tarfile.LNKTYPE, "a.png"),
+                                   ("c.png", tarfile.SYMTYPE, "a.png"),
+                                   ("d.png", tarfile.SYMTYPE, "../outside.png")):
             info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(data), 1_700_000_000.5
-            tar.addfile(info, io.BytesIO(data))
-        folder = tarfile.TarInfo("folder")
-        folder.type = tarfile.DIRTYPE
-        tar.addfile(folder)
-        link = tarfile.TarInfo("link.png")
-        link.type, link.linkname = tarfile.SYMTYPE, "a.jpg"
-        tar.addfile(link)
-    expected = [(i.name, i.size if i.isfile() else 0, i.offset_data, i.isfile())
-                for i in tarfile.open(path)]
-    fast = plain_headers(str(path))
-    if fast is not None:
-        assert [(h.name, h.size if h.isfile() else 0, h.offset_data, h.isfile())
-                for h in fast] == expected
-    assert tar_format == tarfile.GNU_FORMAT or fast is not None  # ustar and pax: fast
-    listed = _list_members(str(path), compressed=False)
-    assert [(i.name, i.offset_data) for i in listed] == [(e[0], e[2]) for e in expected]
+            info.type, info.linkname = kind, target
+            tar.addfile(info)
+    return path
+
+
+@pytest.mark.parametrize("tar_format", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT],
+                         ids=["gnu", "pax"])
+@pytest.mark.parametrize("name", ["s.tar", "s.tar.gz"])
+def test_hard_and_symbolic_link_members_are_named_as_the_folder_walk_names_links(
+        tmp_path, tar_format, name):
+    path = _link_shard(tmp_path / name, tar_format)
+    stats = normstats.compute(path)
+    assert stats.images == 1 and stats.mean == (40 / 255,) * 3
+    assert {s.path: s.reason for s in stats.skipped} == {
+        f"{path}:b.png": f"same file as {path}:a.png (a hard link); counted once",
+        f"{path}:c.png": f"same file as {path}:a.png (a symbolic link); counted once",
+        f"{path}:d.png": "a symbolic link to '../outside.png', which is not an image file of "
+                         "the shard; not followed"}
+
+
+def _finishes(run, seconds: float = 15, fifo: Path | None = None):
+    """What ``run()`` returns or raises, from a thread: a hang fails the test (and a
+    reader waiting on ``fifo`` is let go by opening it for writing)."""
+    import os
+    import threading
+
+    outcome: list = []
+
+    def target() -> None:
+        try:
+            outcome.append(run())
+        except Exception as error:  # noqa: BLE001 - the test looks at it
+            outcome.append(error)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        if fifo is not None:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"still running after {seconds} s: a hang")
+    return outcome[0]
+
+
+_FIFO_REASON = "not a regular file (a FIFO (named pipe)); only regular files are read"
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_named_like_a_shard_in_a_folder_of_shards_is_skipped_unread(tmp_path):
+    import os
+
+    fw.write_tar(tmp_path / "a.tar", RGB[:4])
+    os.mkfifo(tmp_path / "x.tar")
+    stats = _finishes(lambda: normstats.compute(tmp_path), fifo=tmp_path / "x.tar")
+    assert not isinstance(stats, Exception), stats
+    assert stats.images == 4 and stats.mean == normstats.compute(RGB[:4]).mean
+    assert {s.path: s.reason for s in stats.skipped} == {str(tmp_path / "x.tar"): _FIFO_REASON}
+    failed = _finishes(lambda: normstats.compute(tmp_path, on_error="fail"),
+                       fifo=tmp_path / "x.tar")
+    assert isinstance(failed, NormstatsError) and str(failed) == \
+        f"{tmp_path / 'x.tar'}: {_FIFO_REASON}"
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("fmt", [None, "tar"])
+def test_a_fifo_in_a_brace_range_of_shards_finishes_and_is_named(tmp_path, fmt):
+    """Told the format, the shards are read and the FIFO skipped; detecting the format
+    of each PATH stops at the FIFO with a one-line error (a PATH is checked first)."""
+    import os
+
+    fw.write_tar(tmp_path / "s-0.tar", RGB[:4])
+    os.mkfifo(tmp_path / "s-1.tar")
+    fw.write_tar(tmp_path / "s-2.tar", RGB[4:])
+    stats = _finishes(lambda: normstats.compute(str(tmp_path / "s-{0..2}.tar"), format=fmt),
+                      fifo=tmp_path / "s-1.tar")
+    if fmt is None:
+        assert isinstance(stats, NormstatsError) and \
+            str(stats) == f"{tmp_path / 's-1.tar'}: {_FIFO_REASON}"
+        return
+    assert stats.images == 9 and stats.mean == normstats.compute(RGB).mean
+    assert [(s.path, s.reason) for s in stats.skipped] == [(str(tmp_path / "s-1.tar"),
+                                                            _FIFO_REASON)]
+
+
+def test_a_fifo_as_the_shard_index_is_one_line(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "index.json")
+    from normstats.sources.tar import read_shard_index
+
+    error = _finishes(lambda: read_shard_index(str(tmp_path / "index.json")),
+                      fifo=tmp_path / "index.json")
+    assert isinstance(error, NormstatsError) and \
+        str(error) == f"{tmp_path / 'index.json'}: {_FIFO_REASON}"
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_given_to_the_shard_source_is_skipped_unread(tmp_path):
+    """The source itself refuses it, whoever listed it (a glob, a manifest, the API)."""
+    import os
+
+    fw.write_tar(tmp_path / "a.tar", RGB[:4])
+    os.mkfifo(tmp_path / "x.tar")
+    paths = [str(tmp_path / "a.tar"), str(tmp_path / "x.tar")]
+    source = _finishes(lambda: TarSource(paths), fifo=tmp_path / "x.tar")
+    assert len(source) == 4
+    assert [(s.path, s.reason) for s in source.skipped] == [(paths[1], _FIFO_REASON)]
+    failed = _finishes(lambda: TarSource(paths, fail_fast=True), fifo=tmp_path / "x.tar")
+    assert isinstance(failed, NormstatsError) and str(failed) == f"{paths[1]}: {_FIFO_REASON}"

@@ -16,14 +16,15 @@ in ``8 × max_pixels + 64 MiB`` bytes (about 780 MB at Pillow's default limit).
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 
 from normstats.errors import UnreadableInputError
 
-__all__ = ["read_whole_file", "read_image_file", "default_file_limit", "not_regular_reason",
-           "not_a_dataset_path",
-           "too_large_reason", "BYTES_PER_PIXEL", "METADATA_BYTES"]
+__all__ = ["read_whole_file", "read_image_file", "open_regular", "default_file_limit",
+           "not_regular_reason", "not_a_dataset_path", "too_large_reason", "BYTES_PER_PIXEL",
+           "METADATA_BYTES"]
 
 #: The most bytes a pixel takes in any image an allowed decoder returns (RGBA, 16-bit).
 BYTES_PER_PIXEL = 8
@@ -140,6 +141,50 @@ class _Refused(OSError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def open_regular(path: str) -> io.BufferedReader:
+    """``open(path, "rb")`` for a user's data file, refusing anything but a regular file.
+
+    The one door every reader of a user's file goes through (headers, dataset files,
+    shards, manifests): the path is opened without blocking and its type checked on the
+    open descriptor, so a FIFO, a device or a socket named like a data file is refused
+    before a single byte is read (a plain ``open`` of a FIFO waits for a writer forever,
+    and a link to ``/dev/zero`` never ends).
+
+    Raises
+    ------
+    UnreadableInputError
+        Naming ``path``: not a regular file (and which kind it is).
+    OSError
+        As ``open`` raises it (missing file, permission): callers word those themselves.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> folder = tempfile.mkdtemp()
+    >>> path = os.path.join(folder, "a.bin")
+    >>> _ = open(path, "wb").write(b"abc")
+    >>> with open_regular(path) as handle:
+    ...     handle.read()
+    b'abc'
+    >>> os.mkfifo(os.path.join(folder, "pipe.npy"))
+    >>> open_regular(os.path.join(folder, "pipe.npy"))
+    Traceback (most recent call last):
+    ...
+    normstats.errors.UnreadableInputError: ...pipe.npy: not a regular file (a FIFO (named pipe))...
+    """
+    descriptor = os.open(path, _READ_FLAGS)
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnreadableInputError(not_regular_reason(mode) or "not a regular file",
+                                       os.fspath(path))
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def read_whole_file(path: str, size_hint: int | None = None, limit: int | None = None) -> bytes:
