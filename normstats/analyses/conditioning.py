@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from normstats.errors import EmptyDatasetError, InvalidOptionError
+from normstats.errors import EmptyDatasetError, InvalidOptionError, UnreadableInputError
+from normstats.sources.zarr_chunks import holes_in
 
 __all__ = ["SecondMoments", "Conditioning", "conditioning", "condition_number",
            "render_conditioning"]
@@ -51,15 +52,24 @@ class SecondMoments:
                                      f"{x.shape}")
         if x.shape[0] == 0:
             raise EmptyDatasetError("no vectors")
+        if x.shape[1] == 0:
+            raise UnreadableInputError(f"vectors of shape {x.shape} have no features (axis 1 "
+                                       "has length 0): there is nothing to condition")
+        for store, holes in holes_in(x):  # zarr would read missing chunks as fill values
+            raise holes.error(store)
         shift = np.asarray(x[0], dtype=np.float64)
         d = x.shape[1]
         total, outer = np.zeros(d), np.zeros((d, d))
         low, high = np.full(d, np.inf), np.full(d, -np.inf)
+        nan, inf = np.zeros(d, np.int64), np.zeros(d, np.int64)
         for start in range(0, x.shape[0], block_rows):
-            block = np.asarray(x[start:start + block_rows], dtype=np.float64) - shift
+            block = np.asarray(x[start:start + block_rows], dtype=np.float64)
+            nan, inf = nan + np.isnan(block).sum(axis=0), inf + np.isinf(block).sum(axis=0)
+            block = block - shift
             total += block.sum(axis=0)
             outer += block.T @ block
             low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
+        _check_finite(nan, inf)
         return cls(int(x.shape[0]), shift, total, outer, low + shift, high + shift)
 
     @property
@@ -71,6 +81,25 @@ class SecondMoments:
         """Population covariance (ddof 0)."""
         centre = self.sum / self.count
         return self.outer / self.count - np.outer(centre, centre)
+
+
+def _check_finite(nan: np.ndarray, inf: np.ndarray) -> None:
+    """Refuse vectors holding NaN or infinite values, counted per feature: XᵀX/n needs
+    every value of every vector (its eigenvalues would not converge)."""
+    bad = np.flatnonzero(nan + inf)
+    if not bad.size:
+        return
+    counts = ", ".join(f"feature {j}: {_values(int(nan[j]), int(inf[j]))}" for j in bad[:5])
+    raise UnreadableInputError(
+        f"{_values(int(nan.sum()), int(inf.sum()))} in {bad.size} feature(s) ({counts}"
+        f"{', ...' if bad.size > 5 else ''}): the condition number needs every value of "
+        "every vector; drop or impute those rows first (normstats compute leaves NaN out "
+        "per feature)")
+
+
+def _values(nan: int, inf: int) -> str:
+    return " and ".join(text for count, text in ((nan, f"{nan:,} NaN"), (inf, f"{inf:,} infinite"))
+                        if count)
 
 
 def condition_number(h: np.ndarray) -> float:

@@ -30,7 +30,8 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
             resize: int | None = None, center_crop: int | None = None,
             image_key: str | None = None,
             verify_cache: int | str | None = None,
-            max_file_bytes: int | None = None) -> DatasetStats:
+            max_file_bytes: int | None = None,
+            allow_missing_chunks: bool = False) -> DatasetStats:
     """Exact per-channel normalization constants of a dataset, in every variant.
 
     Parameters
@@ -87,6 +88,11 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
         Decode this many of the files the cache would answer again (drawn at random), or
         all of them, and name in ``stats.cache_changed`` those whose cached record no
         longer matches (see ``docs/cache.md``); the result uses the fresh records.
+    allow_missing_chunks : bool
+        A zarr array (path, object, or the source of a ``da.from_zarr`` array) whose store
+        lacks chunks is refused by default, naming them: zarr would read them as the fill
+        value. True reads them so, and ``stats.source`` says how many images that made
+        (see `normstats.sources.zarr_chunks`).
 
     Returns
     -------
@@ -108,6 +114,10 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
     """
     if on_error not in ON_ERROR:
         raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+    if allow_missing_chunks:
+        from normstats.engine.dask_images import allowing_missing_chunks
+
+        data = allowing_missing_chunks(data, layout, channels)
     if any(type(x).__module__.startswith("dask") for x in (data, getattr(data, "data", None))):
         from normstats.engine.dask_reduce import is_dask_array
 
@@ -117,7 +127,8 @@ def compute(data: Any, *, mode: str = "RGB", layout: str | None = None,
             data = _images_source(data)  # an untouched images() array: one engine reads it
         elif is_dask_array(data) and (layout or detect_layout(tuple(data.shape))) != "NC":
             return compute_dask_array(data, layout=layout, scale=scale, channels=channels,
-                                      workers=workers, scheduler=scheduler)
+                                      workers=workers, scheduler=scheduler,
+                                      allow_missing_chunks=allow_missing_chunks)
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
                          fail_fast=on_error == "fail", channel_names=channels, format=format,
                          image_key=image_key, max_file_bytes=max_file_bytes)
@@ -147,7 +158,7 @@ def _images_source(x: Any) -> Any:
 
 def compute_dask_array(x: Any, *, layout: str | None = None, scale: float | None = None,
                        channels: tuple[str, ...] | None = None, workers: int | None = None,
-                       scheduler: Any = None) -> DatasetStats:
+                       scheduler: Any = None, allow_missing_chunks: bool = False) -> DatasetStats:
     """`compute` of a Dask array: the exact reduction over its blocks, on its own graph.
 
     Examples
@@ -157,10 +168,13 @@ def compute_dask_array(x: Any, *, layout: str | None = None, scale: float | None
     >>> compute_dask_array(x, scheduler="sync").images
     6
     """
+    from normstats.engine.dask_images import reading_zarr
     from normstats.engine.dask_reduce import as_image_blocks, run_graph, summary_graph
 
     images, layout = as_image_blocks(x, layout)
-    summary = run_graph(summary_graph(images, "array", channels), scheduler, workers)
+    with reading_zarr(x, allow_missing_chunks) as note:
+        summary = run_graph(summary_graph(images, "array", channels), scheduler, workers)
     return DatasetStats.from_summary(summary, channels=channels, scale=scale, mode=layout,
                                      kind="vectors" if layout == "NC" else "images",
-                                     source=f"dask array {tuple(x.shape)} {x.dtype}")
+                                     source=f"dask array {tuple(x.shape)} {x.dtype}"
+                                            + (f" ({note})" if note else ""))

@@ -11,21 +11,36 @@ of anything derived from it reduces the blocks (`normstats.engine.dask_reduce`).
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from normstats.engine.pipeline import default_workers
-from normstats.errors import IncompatibleImagesError, InvalidOptionError
+from normstats.errors import (
+    IncompatibleImagesError,
+    InvalidOptionError,
+    NormstatsError,
+    UnreadableInputError,
+)
 from normstats.maths.records import Skipped
 from normstats.sources import open_source
-from normstats.sources.arrays import ArrayTask
+from normstats.sources.arrays import ArraySource, ArrayTask, is_zarr_folder
 from normstats.sources.base import Task
 from normstats.sources.decoding.transforms import transformed_source
 from normstats.sources.iterable import IterableSource
+from normstats.sources.zarr_chunks import (
+    failing_chunk,
+    holes_in,
+    is_zarr_array,
+    store_name,
+    zarr_arrays_in_graph,
+)
 
-__all__ = ["images", "decode_chunk", "source_of"]
+__all__ = ["images", "decode_chunk", "source_of", "allowing_missing_chunks", "reading_zarr"]
 
 #: Sources of the `images` arrays made in this process, by array name (newest kept).
 _SOURCES: OrderedDict[str, Any] = OrderedDict()
@@ -84,7 +99,8 @@ def images(data: Any, *, mode: str = "RGB", layout: str | None = None,
            resize: int | None = None, center_crop: int | None = None,
            on_error: str = "skip", max_pixels: int | None = None,
            format: str | None = None, task_size: int | None = None,
-           channels: tuple[str, ...] | None = None, max_file_bytes: int | None = None) -> Any:
+           channels: tuple[str, ...] | None = None, max_file_bytes: int | None = None,
+           allow_missing_chunks: bool = False) -> Any:
     """The pixels of any source as a lazy `dask.array.Array` (N, H, W, C), one chunk a task.
 
     Parameters
@@ -100,6 +116,9 @@ def images(data: Any, *, mode: str = "RGB", layout: str | None = None,
         ``"fail"``: computing a chunk raises at its first unreadable file, with the reason.
     task_size : int, optional
         Images per chunk (default: the source's task size).
+    allow_missing_chunks : bool
+        Read the chunks a zarr store lacks as its fill value instead of refusing the store
+        (as in `normstats.compute`).
 
     Returns
     -------
@@ -121,6 +140,8 @@ def images(data: Any, *, mode: str = "RGB", layout: str | None = None,
 
     if on_error not in ("skip", "fail"):
         raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
+    if allow_missing_chunks:
+        data = allowing_missing_chunks(data, layout, channels)
     source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
                          fail_fast=on_error == "fail", channel_names=channels, format=format,
                          max_file_bytes=max_file_bytes)
@@ -162,3 +183,55 @@ def source_of(x: Any) -> Any:
     layers = getattr(x.dask, "layers", {})
     return source if decode in layers and set(layers) == {x.name, decode} else None
 
+
+
+def allowing_missing_chunks(data: Any, layout: str | None = None,
+                            channel_names: tuple[str, ...] | None = None) -> Any:
+    """The `ArraySource` that reads a zarr array's missing chunks as its fill value (and
+    says how many images that made) when ``data`` is a zarr array or path; else ``data``.
+
+    Examples
+    --------
+    >>> import zarr
+    >>> z = zarr.create_array({}, shape=(4, 2, 2, 1), chunks=(2, 2, 2, 1), dtype="uint8")
+    >>> z[:2] = 1
+    >>> allowing_missing_chunks(z).filled_images
+    2
+    """
+    vectors = getattr(data, "ndim", 0) == 2 and layout in (None, "NC")  # read as one array
+    if is_zarr_array(data) or (isinstance(data, str | os.PathLike) and is_zarr_folder(data)) \
+            or (vectors and type(data).__module__.startswith("dask")):
+        return ArraySource(data, layout=layout, channel_names=channel_names,
+                           allow_missing_chunks=True)
+    return data
+
+
+@contextmanager
+def reading_zarr(x: Any, allow: bool) -> Iterator[str]:
+    """Around the computation of Dask array ``x``: refuse it first when a zarr array it was
+    made from lacks chunks (see `normstats.sources.zarr_chunks.holes_in`), else give the
+    words a report adds (allowed holes); name the chunk that does not decode if it fails.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> with reading_zarr(da.zeros((2, 2)), allow=False) as note:
+    ...     note
+    ''
+    """
+    found = holes_in(x)
+    if found and not allow:
+        store, holes = found[0]
+        raise holes.error(store)
+    try:
+        yield "; ".join(holes.note(store) for store, holes in found)
+    except (NormstatsError, MemoryError):
+        raise
+    except Exception:
+        for array in zarr_arrays_in_graph(x):  # the error path only: read chunk by chunk
+            damaged = failing_chunk(array, 0, int(array.shape[0]))
+            if damaged is not None:
+                raise UnreadableInputError(f"zarr chunk {damaged[0]} cannot be read "
+                                           f"({damaged[1]}): the store is damaged; copy it "
+                                           "again", store_name(array)) from None
+        raise

@@ -34,10 +34,15 @@ from normstats.maths.records import (
     Skipped,
     concat_records,
     default_channel_names,
-    records_from_stack,
 )
 from normstats.maths.summary import Summary, summarize
-from normstats.sources.arrays import as_nhwc, check_layout, detect_layout
+from normstats.sources.arrays import (
+    as_nhwc,
+    check_axes,
+    check_layout,
+    detect_layout,
+    stack_records,
+)
 
 __all__ = ["is_dask_array", "as_image_blocks", "summary_graph", "run_graph", "local_scheduler",
            "merge_pixel_parts", "join_channels"]
@@ -71,6 +76,7 @@ def as_image_blocks(x: Any, layout: str | None = None) -> tuple[Any, str]:
     if layout in ("HWC", "CHW", "HW"):
         raise InvalidOptionError(f"a Dask array of one image ({layout}) has nothing to "
                                  "chunk; pass it as a numpy array")
+    check_axes(shape, layout, "dask array")
     kind = np.dtype(x.dtype).kind
     if kind not in "biuf" or (kind in "iu" and x.dtype.itemsize * 8 > MAX_INTEGER_BITS):
         raise InvalidOptionError(f"{x.dtype} arrays have no exact statistics here (integers "
@@ -80,7 +86,7 @@ def as_image_blocks(x: Any, layout: str | None = None) -> tuple[Any, str]:
 
 def _block_records(block: np.ndarray, names: tuple[str, ...] | None) -> Records:
     with np.errstate(invalid="ignore", over="ignore"):  # NaN images are named, then dropped
-        return records_from_stack(np.asarray(block), channel_names=names)
+        return stack_records(np.asarray(block), channel_names=names)
 
 
 def merge_pixel_parts(*parts: Records) -> Records:

@@ -7,12 +7,11 @@ how the array is chunked (a zarr or Dask array gives what the numpy array gives)
 
 from __future__ import annotations
 
-import numpy as np
-
 from normstats.errors import EmptyDatasetError
 from normstats.maths.stats import DatasetStats
 from normstats.maths.vectors import VectorSummary, summarize_vectors
 from normstats.sources.arrays import ArraySource
+from normstats.sources.zarr_chunks import read_rows
 
 __all__ = ["compute_vectors"]
 
@@ -36,8 +35,8 @@ def compute_vectors(source: ArraySource, *, fail_on_inf: bool = False,
     count, rows = int(array.shape[0]), BLOCK_ROWS
     total: VectorSummary | None = None
     for start in range(0, count, rows):
-        part = summarize_vectors(np.asarray(array[start:start + rows]), start,
-                                 source.description, fail_on_inf)
+        block = read_rows(array, slice(start, start + rows), source.path or "array")
+        part = summarize_vectors(block, start, source.description, fail_on_inf)
         total = part if total is None else total.merge(part)
     if total is None:
         raise EmptyDatasetError("no vectors (the array has no rows)", path=source.description)

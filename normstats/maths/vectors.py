@@ -91,6 +91,9 @@ def summarize_vectors(block: np.ndarray, first_row: int = 0, name: str = "array"
     block = np.asarray(block)
     if block.ndim != 2:
         raise ValueError(f"vector data must be (N, d), got shape {block.shape}")
+    if block.shape[1] == 0:
+        raise UnreadableInputError(f"vectors of shape {block.shape} have no features (axis 1 "
+                                   "has length 0): that is not a dataset", name)
     if block.dtype.kind == "b":
         block = block.astype(np.uint8)
     skipped: list[Skipped] = []
@@ -109,7 +112,9 @@ def _feature(column: np.ndarray, j: int, first_row: int, name: str, fail_on_inf:
         if fail_on_inf:
             raise UnreadableInputError(f"infinite value at row {rows[0]}, column {j}", name)
         skipped.extend(Skipped(f"{name}[{r}, {j}]", "infinite value") for r in rows)
-    large = np.isfinite(column) & (np.abs(column) > FLOAT_LIMIT)
+    large = np.zeros(len(column), bool)
+    if float(np.finfo(column.dtype).max) > FLOAT_LIMIT:  # float16/32 cannot be, nor compared
+        large = np.isfinite(column) & (np.abs(column) > FLOAT_LIMIT)  # (a cast: a warning)
     if large.any():
         rows = np.flatnonzero(large) + first_row
         if fail_on_inf:

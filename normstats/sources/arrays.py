@@ -12,7 +12,10 @@ ndim       detected layout
 =========  ==========================================================
 
 ``HWC`` and ``HW`` name a single image. Records are computed vectorised over a whole
-task of images; ``.npy`` files are never loaded with ``allow_pickle``.
+task of images; ``.npy`` files are never loaded with ``allow_pickle``. A zarr array whose
+store lacks chunks is refused unless ``allow_missing_chunks`` (see
+`normstats.sources.zarr_chunks`); an array with a zero-length image axis has no pixels
+and is refused too.
 """
 
 from __future__ import annotations
@@ -24,13 +27,31 @@ from typing import Any
 
 import numpy as np
 
-from normstats.errors import InvalidOptionError, NormstatsError, UnreadableInputError
-from normstats.maths.records import FLOAT_LIMIT, TOO_LARGE_REASON, Skipped, records_from_stack
+from normstats.errors import (
+    IncompatibleImagesError,
+    InvalidOptionError,
+    NormstatsError,
+    UnreadableInputError,
+)
+from normstats.maths.records import (
+    FLOAT_LIMIT,
+    TOO_LARGE_REASON,
+    Records,
+    Skipped,
+    default_channel_names,
+    records_from_stack,
+)
 from normstats.sources.base import Task, TaskResult, split_evenly
+from normstats.sources.zarr_chunks import holes_in, read_rows
 
-__all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "LAYOUTS", "open_array"]
+__all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "LAYOUTS", "open_array",
+           "stack_records", "is_zarr_folder", "check_axes"]
 
 LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
+_SINGLE = ("HWC", "CHW", "HW")
+#: Channels the compiled uint8 kernel takes in one call (CHANNELS_MAX of maths/_moments.c).
+_KERNEL_CHANNELS = 128
+_AXIS_NAMES = {"N": "image", "H": "height", "W": "width", "C": "channel"}
 _CHANNEL_COUNTS = (1, 3, 4)
 _TASK_BYTES = 64 << 20
 _TASKS_PER_WORKER = 2
@@ -99,7 +120,7 @@ def open_array(path: str) -> Any:
         Naming the file when it is not a readable array.
     """
     if os.path.isdir(path):
-        if not any(os.path.exists(os.path.join(path, m)) for m in ("zarr.json", ".zarray")):
+        if not is_zarr_folder(path):
             raise NormstatsError("a folder without zarr array metadata (zarr.json or .zarray): "
                                  "not an array; give a .npy file or a zarr array", path=path)
         import zarr
@@ -163,11 +184,8 @@ class ArrayTask:
     def stack(self) -> np.ndarray:
         """The task's images as stored, viewed as one (n, H, W, C) array."""
         array = open_array(self.array) if isinstance(self.array, str) else self.array
-        if self.layout in ("HWC", "CHW", "HW"):
-            block = np.asarray(array)
-        else:
-            block = np.asarray(array[self.start:self.stop])
-        return as_nhwc(block, self.layout)
+        rows = slice(None) if self.layout in _SINGLE else slice(self.start, self.stop)
+        return as_nhwc(read_rows(array, rows, self.name), self.layout)
 
     def head(self, count: int) -> ArrayTask:
         """The task of this task's first ``count`` images."""
@@ -175,10 +193,38 @@ class ArrayTask:
 
     def run(self) -> TaskResult:
         stack = self.stack()
-        if stack.dtype.kind == "f" and not (np.isfinite(stack).all()
-                                            and np.abs(stack).max(initial=0) <= FLOAT_LIMIT):
+        if stack.dtype.kind == "f" and not (np.isfinite(stack).all() and (not _can_be_too_large(
+                stack.dtype) or float(np.abs(stack).max(initial=0)) <= FLOAT_LIMIT)):
             return _without_non_finite(stack, self)
-        return TaskResult(records_from_stack(stack, channel_names=self.channel_names))
+        return TaskResult(stack_records(stack, channel_names=self.channel_names))
+
+
+def _can_be_too_large(dtype: np.dtype) -> bool:
+    """False for float16/32: never beyond the limit, and comparing casts it (a warning)."""
+    return float(np.finfo(dtype).max) > FLOAT_LIMIT
+
+
+def stack_records(stack: np.ndarray, channel_names: tuple[str, ...] | None = None) -> Records:
+    """`records_from_stack` of an (n, H, W, C) stack of any channel count: the uint8
+    kernel takes 128 channels a call, so wider stacks go 128 at a time, side by side.
+
+    Examples
+    --------
+    >>> r = stack_records(np.full((1, 2, 1, 300), 3, np.uint8))
+    >>> r.channels, int(r.sums[0, 299]), r.channel_names[-1]
+    (300, 6, 'c299')
+    """
+    channels = stack.shape[-1]
+    if stack.dtype != np.uint8 or channels <= _KERNEL_CHANNELS:
+        return records_from_stack(stack, channel_names=channel_names)
+    names = tuple(channel_names) if channel_names else default_channel_names(channels)
+    if len(names) != channels:
+        raise IncompatibleImagesError(f"{len(names)} channel names for {channels} channels")
+    parts = [records_from_stack(stack[..., i:i + _KERNEL_CHANNELS])
+             for i in range(0, channels, _KERNEL_CHANNELS)]
+    arrays = {name: np.concatenate([getattr(p, name) for p in parts], axis=1)
+              for name in parts[0].array_fields() if getattr(parts[0], name).ndim == 2}
+    return replace(parts[0], channel_names=names, **arrays)
 
 
 def _without_non_finite(stack: np.ndarray, task: ArrayTask) -> TaskResult:
@@ -186,7 +232,9 @@ def _without_non_finite(stack: np.ndarray, task: ArrayTask) -> TaskResult:
     rest exact."""
     flat = stack.reshape(stack.shape[0], -1)
     finite = np.isfinite(flat).all(axis=1)
-    small = np.abs(np.where(np.isfinite(flat), flat, 0)).max(axis=1, initial=0) <= FLOAT_LIMIT
+    small = np.full(len(flat), True)
+    if _can_be_too_large(flat.dtype):
+        small = np.abs(np.where(np.isfinite(flat), flat, 0)).max(axis=1, initial=0) <= FLOAT_LIMIT
     skipped = tuple(Skipped(f"{task.name}[{task.start + i}]",
                             "contains NaN or infinite values" if not finite[i] else
                             TOO_LARGE_REASON)
@@ -194,7 +242,7 @@ def _without_non_finite(stack: np.ndarray, task: ArrayTask) -> TaskResult:
     finite = finite & small
     if not finite.any():
         return TaskResult(None, skipped)
-    return TaskResult(records_from_stack(stack[finite], channel_names=task.channel_names), skipped)
+    return TaskResult(stack_records(stack[finite], channel_names=task.channel_names), skipped)
 
 
 class ArraySource:
@@ -221,7 +269,8 @@ class ArraySource:
     ignored = 0
 
     def __init__(self, array: Any, layout: str | None = None,
-                 channel_names: tuple[str, ...] | None = None) -> None:
+                 channel_names: tuple[str, ...] | None = None,
+                 allow_missing_chunks: bool = False) -> None:
         self.path = os.fspath(array) if isinstance(array, (str, os.PathLike)) else None
         self.array = open_array(self.path) if self.path else array
         shape = tuple(self.array.shape)
@@ -231,9 +280,24 @@ class ArraySource:
         self.channel_names = tuple(channel_names) if channel_names else None
         self.description = self.path or f"array {shape} {self.array.dtype}"
         _check_dtype(self.array.dtype, self.description)
+        check_axes(shape, self.layout, self.description)
+        #: Images (rows) read as the zarr fill value from missing chunks, when allowed.
+        self.filled_images = self._check_chunks(allow_missing_chunks)
+
+    def _check_chunks(self, allow: bool) -> int:
+        """Refuse a zarr array whose store lacks chunks, or say (allowed) how many images
+        were read as the fill value."""
+        found = holes_in(self.array)  # a zarr array, or a Dask array read from one
+        if self.layout in _SINGLE:  # the whole array is one image
+            found = [(store, replace(h, images=1, rows=1, ranges=((0, 1),))) for store, h in found]
+        if found and not allow:
+            raise found[0][1].error(self.path or found[0][0])
+        for store, holes in found:
+            self.description += f" ({holes.note('' if self.path else store)})"
+        return sum(holes.images for _, holes in found)
 
     def __len__(self) -> int:
-        return 1 if self.layout in ("HWC", "CHW", "HW") else int(self.array.shape[0])
+        return 1 if self.layout in _SINGLE else int(self.array.shape[0])
 
     def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Task]:
         count = len(self)
@@ -252,3 +316,20 @@ class ArraySource:
 def _check_dtype(dtype: np.dtype, name: str) -> None:
     if dtype.kind not in "biuf":
         raise UnreadableInputError(f"pixel dtype {dtype} is not numeric", name)
+
+
+def is_zarr_folder(path: str | os.PathLike) -> bool:
+    return any(os.path.exists(os.path.join(path, m)) for m in ("zarr.json", ".zarray"))
+
+
+def check_axes(shape: tuple[int, ...], layout: str, name: str) -> None:
+    """Refuse images (or vectors) with no values: a zero-length axis other than N (no
+    images at all, N = 0, is the engine's empty-dataset error)."""
+    for axis, (letter, size) in enumerate(zip(layout, shape)):
+        if size == 0 and letter != "N":
+            what = "features" if layout == "NC" else f"{_AXIS_NAMES[letter]} axis"
+            raise UnreadableInputError(
+                f"shape {shape} ({layout}): its {what} (axis {axis}) has length 0, so the "
+                f"{'vectors have no features' if layout == 'NC' else 'images have no pixels'}"
+                "; that is not a dataset", name)
+

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from normstats.analyses.conditioning import SecondMoments, condition_number, conditioning
-from normstats.errors import InvalidOptionError
+from normstats.errors import InvalidOptionError, UnreadableInputError
 
 
 def income_height(rng: np.random.Generator, n: int = 100_000) -> np.ndarray:
@@ -75,3 +75,28 @@ def test_condition_command(tmp_path, rng):
     np.save(bad, np.zeros((2, 3, 3), np.uint8))
     result = CliRunner().invoke(main, ["condition", str(bad)])
     assert result.exit_code == 1 and "(N, d)" in result.output
+
+
+def test_nan_and_infinite_values_are_counted_per_feature_not_a_linalg_error(rng):
+    x = rng.normal(size=(100, 4))
+    x[[3, 50, 70], 2] = np.nan
+    x[8, 0] = -np.inf
+    with pytest.raises(UnreadableInputError) as error:
+        conditioning(x)
+    assert str(error.value) == (
+        "3 NaN and 1 infinite in 2 feature(s) (feature 0: 1 infinite, feature 2: 3 NaN): the "
+        "condition number needs every value of every vector; drop or impute those rows first "
+        "(normstats compute leaves NaN out per feature)")
+
+
+def test_no_features_or_a_zarr_store_with_a_missing_chunk_are_refused(tmp_path, rng):
+    import zarr
+
+    with pytest.raises(UnreadableInputError, match=r"\(5, 0\) have no features"):
+        conditioning(np.zeros((5, 0)))
+    path = tmp_path / "vectors.zarr"
+    array = zarr.create_array(path, shape=(6, 2), chunks=(2, 2), dtype="float64")
+    array[:] = rng.normal(size=(6, 2))
+    (path / "c" / "2" / "0").unlink()
+    with pytest.raises(UnreadableInputError, match=r"1 of 3 chunks .*\(c/2/0; images 4-5\)"):
+        conditioning(zarr.open_array(path, mode="r"))

@@ -16,6 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 import normstats
 from normstats.engine.vectors_run import compute_vectors
+from normstats.maths.vectors import summarize_vectors
 from normstats.sources.arrays import ArraySource
 from normstats_cli import main
 
@@ -121,3 +122,11 @@ def test_the_cli_prints_a_standard_scaler_line_and_the_counts(tmp_path, table):
     data = normstats.DatasetStats.from_json(CliRunner().invoke(
         main, ["compute", str(tmp_path / "x.npy"), "--no-cache", "--json"]).output)
     assert data.counts == normstats.compute(table).counts
+
+
+def test_vectors_with_no_feature_are_one_line_not_an_empty_result():
+    with pytest.raises(normstats.UnreadableInputError,
+                       match=r"vectors of shape \(5, 0\) have no features"):
+        summarize_vectors(np.zeros((5, 0)))
+    with pytest.raises(normstats.UnreadableInputError, match="features .* has length 0"):
+        normstats.compute(np.zeros((5, 0)))

@@ -6,7 +6,8 @@ from oracle import numbers
 
 import normstats
 from normstats import InvalidOptionError, NormstatsError
-from normstats.sources.arrays import ArraySource, detect_layout
+from normstats.sources.arrays import ArraySource, detect_layout, stack_records
+from normstats.sources.zarr_chunks import missing_chunks
 
 
 @pytest.fixture
@@ -80,3 +81,50 @@ def test_wide_integers_are_refused_with_advice():
 def test_channel_names_are_never_guessed(nhwc):
     assert normstats.compute(nhwc).channels == ("c0", "c1", "c2")
     assert normstats.compute(nhwc, channels=("R", "G", "B")).channels == ("R", "G", "B")
+
+
+def test_stack_records_of_more_channels_than_the_kernel_takes_are_exact_int_sums(rng):
+    stack = rng.integers(0, 256, (3, 2, 5, 260), dtype=np.uint8)
+    records = stack_records(stack)
+    wide = stack.astype(object)  # Python ints: the oracle
+    assert records.sums.tolist() == wide.sum(axis=(1, 2)).tolist()
+    assert records.sums_sq.tolist() == (wide * wide).sum(axis=(1, 2)).tolist()
+    assert records.minimum.tolist() == stack.min(axis=(1, 2)).tolist()
+    assert records.channel_names == tuple(f"c{i}" for i in range(260))
+    with pytest.raises(NormstatsError, match="2 channel names for 260 channels"):
+        stack_records(stack, channel_names=("a", "b"))
+
+
+def test_missing_chunks_of_a_grid_split_along_height_count_each_image_once(tmp_path, rng):
+    path = tmp_path / "split.zarr"
+    array = zarr.create_array(path, shape=(10, 4, 2, 1), chunks=(3, 2, 2, 1), dtype="uint8")
+    array[:] = rng.integers(1, 256, (10, 4, 2, 1), dtype=np.uint8)
+    for key in ("c/1/1/0/0", "c/2/0/0/0", "c/2/1/0/0"):  # rows 3-5 (half) and 6-8 (all)
+        (path / key).unlink()
+    holes = missing_chunks(zarr.open_array(path, mode="r"))
+    assert (holes.missing, holes.total, holes.images, holes.rows) == (3, 8, 6, 10)
+    assert holes.keys == ("c/1/1/0/0", "c/2/0/0/0", "c/2/1/0/0")
+    assert holes.ranges == ((3, 9),)
+
+
+def test_vectors_in_a_zarr_store_with_a_missing_chunk_are_refused_or_counted(tmp_path):
+    path = tmp_path / "vectors.zarr"
+    array = zarr.create_array(path, shape=(6, 2), chunks=(2, 2), dtype="float64")
+    array[:] = np.arange(1.0, 13.0).reshape(6, 2)
+    (path / "c" / "1" / "0").unlink()
+    with pytest.raises(NormstatsError, match=r"1 of 3 chunks .*\(c/1/0; images 2-3\)"):
+        normstats.compute(path)
+    stats = normstats.compute(path, allow_missing_chunks=True)
+    assert stats.mean == ((1 + 3 + 0 + 0 + 9 + 11) / 6, (2 + 4 + 0 + 0 + 10 + 12) / 6)
+    assert "2 of 6 images read as the fill value 0.0" in stats.source
+
+
+def test_a_zarr_store_whose_chunk_folder_is_a_link_is_whole(tmp_path, nhwc):
+    real = tmp_path / "real.zarr"
+    zarr.create_array(real, shape=nhwc.shape, chunks=(7, 6, 5, 3), dtype=nhwc.dtype)[:] = nhwc
+    linked = tmp_path / "linked.zarr"
+    linked.mkdir()
+    (linked / "zarr.json").write_bytes((real / "zarr.json").read_bytes())
+    (linked / "c").symlink_to(real / "c")  # chunks kept elsewhere, as on shared storage
+    (real / "c" / "loop").symlink_to(real)  # and a link loop, walked once
+    assert numbers(normstats.compute(linked)) == numbers(normstats.compute(nhwc))
