@@ -41,16 +41,19 @@ def load_compared(spec: str, *, root: str | None = None, plot: bool = False,
     ``options`` are those of `normstats.compute`.
     """
     import normstats
-    from normstats.analyses.compare import Compared, per_image_stds
+    from normstats.analyses.compare import BetweenShare, Compared, per_image_stds
     from normstats.engine.histogram_run import compute_with_histogram
     from normstats.errors import InvalidOptionError
 
     data, channels, name = _resolve(spec, root)
+    shares = [BetweenShare()]  # the exact between-image share, from every record
     if not plot:
-        return Compared(name, normstats.compute(data, channels=channels, **options))
+        stats = normstats.compute(data, channels=channels, on_result=shares[0], **options)
+        return Compared(name, stats, between=shares[0].shares(stats.images))
     records: list[Any] = []
 
     def collect(result: Any) -> None:
+        shares[-1](result)
         if result.records is not None:
             records.append(result.records)
 
@@ -59,10 +62,11 @@ def load_compared(spec: str, *, root: str | None = None, plot: bool = False,
                                                   **options)
     except InvalidOptionError:  # float pixels or vectors: no exact histogram
         records.clear()
+        shares.append(BetweenShare())
         stats, histogram = normstats.compute(data, channels=channels, on_result=collect,
                                              cache=False, **options), None
     per_image = per_image_stds(records, stats.scale) if stats.kind == "images" else None
-    return Compared(name, stats, per_image, histogram)
+    return Compared(name, stats, per_image, histogram, shares[-1].shares(stats.images))
 
 
 @click.command("compare")

@@ -10,8 +10,10 @@ Layout of a cache directory (see ``docs/cache.md``)::
 
 A segment counts only when its marker exists and the SHA-256 digest in the marker
 matches the arrays read back, so a half-written, truncated or deleted chunk or
-metadata file is never read as fill values: its files are simply decoded again.
-Markers are written to a temporary file and renamed into place.
+metadata file is never read as fill values: its files are simply decoded again
+(`normstats.engine.cache_segment` reads segments, refusing files that are not regular
+or larger than their data can be). Markers are written to a temporary file and renamed
+into place.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +38,25 @@ from normstats.engine.cache_location import (  # re-exported: the cache's public
     resolve_cache_dir,
 )
 from normstats.engine.cache_lock import lock_holder, release_lock, take_lock
-from normstats.engine.cache_plan import CachedFailure, SegmentIndex
-from normstats.maths.records import FloatRecords, IntegerRecords, Records
+from normstats.engine.cache_plan import CachedFailure
+from normstats.engine.cache_segment import (  # FORMAT and LoadedSegment: re-exported
+    FORMAT,
+    DamagedFile,
+    LoadedSegment,
+    read_cache_json,
+    read_segment,
+    segment_arrays,
+    segment_marker,
+)
+from normstats.maths.records import Records
 from normstats.sources.decoding.decode import DecodePolicy
 
 __all__ = ["CACHE_ENV", "FORMAT", "GROUP_MARKER", "read_group_marker", "DatasetCache",
            "LoadedSegment", "default_cache_dir", "resolve_cache_dir", "cache_enabled_by_default",
            "group_identity"]
 
-#: 2: files keyed on their stamp too (inode and ctime), groups on every decoder's version.
-FORMAT = 2
 GROUP_MARKER = "normstats-group.json"
 _GROUP_MARKER_CONTENT = {"normstats": "cache-group", "format": FORMAT}
-_FIELDS = {"IntegerRecords": ("pixels", "minimum", "maximum", "sums", "sums_sq"),
-           "FloatRecords": ("pixels", "minimum", "maximum", "means", "residuals", "m2s")}
-_KINDS = {"IntegerRecords": IntegerRecords, "FloatRecords": FloatRecords}
 _counter = itertools.count()
 
 
@@ -68,8 +73,8 @@ def read_group_marker(path: Path) -> dict | None:
     True
     """
     try:
-        marker = json.loads((Path(path) / GROUP_MARKER).read_text())
-    except (OSError, ValueError):
+        marker = read_cache_json(Path(path) / GROUP_MARKER)
+    except (OSError, ValueError):  # DamagedFile is a ValueError
         return None
     if not isinstance(marker, dict) or marker.get("normstats") != "cache-group":
         return None
@@ -115,14 +120,6 @@ def group_name(identity: dict) -> str:
     return f"{slug}-{identity['policy'].get('mode', 'x')}-{digest}"
 
 
-@dataclass(frozen=True, eq=False)
-class LoadedSegment:
-    """A committed, verified segment: its index for planning and its records."""
-
-    index: SegmentIndex
-    records: Records | None
-
-
 class DatasetCache:
     """The cache group of one dataset root under one decode policy.
 
@@ -140,6 +137,8 @@ class DatasetCache:
         self.segments_dir = self.path / "segments"
         self.markers_dir = self.path / "markers"
         self._lock_fd: int | None = None
+        #: What the last `load` found damaged, one line each (relative paths).
+        self.problems: list[str] = []
 
     @classmethod
     def open(cls, cache_dir: str | os.PathLike, root: str,
@@ -161,7 +160,7 @@ class DatasetCache:
                              (self.segments_dir / "zarr.json",
                               {"zarr_format": 3, "node_type": "group", "attributes": {}})):
             try:
-                if json.loads(path.read_text()) == wanted:
+                if read_cache_json(path) == wanted:
                     continue
             except (OSError, ValueError):
                 pass  # missing or damaged: rewrite it
@@ -191,15 +190,25 @@ class DatasetCache:
 
         Junk is what a crash or damage left behind: markers that do not parse or whose
         data fails the digest, temporary files, and segment folders without a marker.
+        Damage no crash can leave (a file that is not a regular file or larger than its
+        data can be, a record no image could produce) is also described in `problems`.
         """
         segments, junk, named = [], 0, set()
+        self.problems = []
         for marker_path in sorted(_listing(self.markers_dir)):
-            loaded = _read_segment(self.segments_dir, marker_path)
-            if loaded is None:
-                junk += 1
-            else:
+            try:
+                loaded = read_segment(self.segments_dir, marker_path)
+            except DamagedFile as damage:
+                loaded = None
+                self.problems.append(f"{_relative(damage.path, self.path)}: {damage.reason}")
+            if loaded is None or loaded.rejected:
+                junk += 1  # a rejected record is rewritten by the compaction
+            if loaded is not None:
                 segments.append(loaded)
                 named.add(loaded.index.name)
+                self.problems += [f"the cached record of {p} is impossible (its pixel count, "
+                                  "moments, minimum and maximum contradict one another); "
+                                  "decoded again" for p in loaded.rejected]
         junk += sum(1 for d in _listing(self.segments_dir) if d.is_dir() and d.name not in named)
         return segments, junk
 
@@ -211,14 +220,14 @@ class DatasetCache:
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(_counter):05d}"
         if stamps is None:
             stamps = np.zeros(len(sizes), np.int64)
-        arrays = _segment_arrays(records, sizes, mtimes, stamps)
+        arrays = segment_arrays(records, sizes, mtimes, stamps)
         if arrays:
             import zarr  # lazily: zarr costs 0.15 s to import, most commands never need it
 
             group = zarr.open_group(self.segments_dir / name, mode="w")
             for field, values in arrays.items():
                 group.create_array(field, data=values, chunks=values.shape or (1,))
-        marker = _marker(name, records, arrays, failures)
+        marker = segment_marker(name, records, arrays, failures)
         write_json_atomic(self.markers_dir / f"{name}.json", marker)
         return name
 
@@ -232,87 +241,18 @@ class DatasetCache:
                 shutil.rmtree(path, ignore_errors=True)
 
 
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def _listing(folder: Path) -> list[Path]:
     try:
         return list(folder.iterdir())
     except OSError:  # deleted by `cache clear` or damage: nothing committed there
         return []
-
-
-def _segment_arrays(records: Records | None, sizes: np.ndarray, mtimes: np.ndarray,
-                    stamps: np.ndarray) -> dict[str, np.ndarray]:
-    if records is None or len(records) == 0:
-        return {}
-    blob = "\0".join(records.keys).encode("utf-8", "surrogatepass")
-    arrays = {"path_bytes": np.frombuffer(blob, dtype=np.uint8),
-              "size": np.asarray(sizes, np.int64), "mtime_ns": np.asarray(mtimes, np.int64),
-              "stamp": np.asarray(stamps, np.int64)}
-    for field in _FIELDS[type(records).__name__]:
-        arrays[field] = np.ascontiguousarray(getattr(records, field))
-    return arrays
-
-
-def _digest(header: dict, arrays: dict[str, np.ndarray]) -> str:
-    digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
-    for field in sorted(arrays):
-        values = np.ascontiguousarray(arrays[field])
-        digest.update(f"{field}:{values.dtype.str}:{values.shape}".encode())
-        digest.update(values.tobytes())
-    return "sha256:" + digest.hexdigest()
-
-
-def _marker(name: str, records: Records | None, arrays: dict[str, np.ndarray],
-            failures: tuple[CachedFailure, ...]) -> dict:
-    header = {"format": FORMAT, "segment": name, "rows": 0 if records is None else len(records)}
-    if records is not None:
-        header.update(kind=type(records).__name__, dtype=records.dtype,
-                      channels=list(records.channel_names))
-    header["failures"] = [[f.path, f.size, f.mtime_ns, f.stamp, f.reason] for f in failures]
-    return {**header, "digest": _digest(header, arrays)}
-
-
-def _read_segment(segments_dir: Path, marker_path: Path) -> LoadedSegment | None:
-    """The verified segment a marker names, or None for anything damaged or foreign."""
-    if not marker_path.name.endswith(".json") or marker_path.name.startswith("."):
-        return None
-    try:
-        marker = json.loads(marker_path.read_text())
-        digest = marker.pop("digest")
-        if marker["format"] != FORMAT or marker["segment"] != marker_path.name[:-5]:
-            return None
-        arrays = _read_arrays(segments_dir / marker["segment"], marker)
-        if _digest(marker, arrays) != digest:
-            return None
-        return _loaded(marker, arrays)
-    except Exception:  # noqa: BLE001 - any damage means "not committed": decode again
-        return None
-
-
-def _read_arrays(folder: Path, marker: dict) -> dict[str, np.ndarray]:
-    if marker["rows"] == 0:
-        return {}
-    import zarr
-
-    group = zarr.open_group(folder, mode="r")
-    names = ("path_bytes", "size", "mtime_ns", "stamp", *_FIELDS[marker["kind"]])
-    return {name: np.asarray(group[name][...]) for name in names}
-
-
-def _loaded(marker: dict, arrays: dict[str, np.ndarray]) -> LoadedSegment:
-    failures = tuple(CachedFailure(str(p), int(s), int(m), str(r), int(stamp))
-                     for p, s, m, stamp, r in marker["failures"])
-    if not arrays:
-        empty = np.zeros(0, np.int64)
-        return LoadedSegment(SegmentIndex(marker["segment"], (), empty, empty, failures), None)
-    paths = tuple(arrays["path_bytes"].tobytes().decode("utf-8", "surrogatepass").split("\0"))
-    if len(paths) != marker["rows"]:
-        raise ValueError("path count does not match the marker")
-    fields = {f: arrays[f] for f in _FIELDS[marker["kind"]]}
-    records = _KINDS[marker["kind"]](dtype=marker["dtype"], channel_names=tuple(
-        marker["channels"]), keys=paths, **fields)
-    index = SegmentIndex(marker["segment"], paths, arrays["size"], arrays["mtime_ns"], failures,
-                         arrays["stamp"])
-    return LoadedSegment(index, records)
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

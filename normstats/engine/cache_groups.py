@@ -7,12 +7,12 @@ a cache can never remove a user's folder.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from normstats.engine.cache import read_group_marker
+from normstats.engine.cache_segment import MARKER_LIMIT, read_cache_json
 
 __all__ = ["GroupInfo", "group_info", "find_groups"]
 
@@ -47,7 +47,7 @@ def group_info(path: Path) -> GroupInfo | None:
     Callers pass only direct children of the cache directory (see `find_groups`).
     """
     try:
-        identity = json.loads((path / "zarr.json").read_text())["attributes"]["normstats"]
+        identity = read_cache_json(path / "zarr.json")["attributes"]["normstats"]
         if not isinstance(identity, dict) or not isinstance(identity.get("format"), int):
             raise TypeError("not normstats' metadata")
     except (OSError, ValueError, KeyError, TypeError):
@@ -58,7 +58,7 @@ def group_info(path: Path) -> GroupInfo | None:
     updated = 0.0
     for marker in (path / "markers").glob("*.json"):
         try:
-            data = json.loads(marker.read_text())
+            data = read_cache_json(marker, MARKER_LIMIT)
             images, failures = images + int(data["rows"]), failures + len(data["failures"])
             segments += 1
             updated = max(updated, marker.stat().st_mtime)

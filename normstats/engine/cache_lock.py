@@ -14,6 +14,8 @@ import os
 import time
 from pathlib import Path
 
+from normstats.sources.decoding.file_read import read_whole_file
+
 __all__ = ["take_lock", "release_lock", "lock_holder"]
 
 #: Descriptors of the writer locks this process holds.
@@ -56,9 +58,13 @@ def release_lock(fd: int) -> None:
 
 
 def lock_holder(path: Path) -> str:
-    """The process id the current holder of ``path`` wrote, for messages; "?" if unknown."""
-    with contextlib.suppress(OSError):
-        return path.read_text().strip() or "?"
+    """The process id the current holder of ``path`` wrote, for messages; "?" if unknown.
+
+    Read only from a regular file, and only its first bytes: a lock file replaced by a
+    FIFO or a link to ``/dev/zero`` must not hang or exhaust a run that is only naming it.
+    """
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return read_whole_file(os.fspath(path), limit=64).decode().strip() or "?"
     return "?"
 
 

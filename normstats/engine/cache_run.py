@@ -3,7 +3,9 @@
 The order of events makes every interruption safe:
 
 1. take the group's writer lock (or, if another run holds it, go on read-only);
-2. load the committed segments (each verified against its marker's digest);
+2. load the committed segments (each verified against its marker's digest, its files
+   checked before they are read, its records for plausibility); damage no crash can
+   leave is named on stderr, one line each, and the files concerned are decoded again;
 3. `normstats.engine.cache_plan.plan` says which records to reuse and which files to decode;
 4. the pipeline decodes only those files; as results arrive, a `SegmentWriter` commits
    them in segments (data first, then the marker) at most every ``flush_seconds``;
@@ -97,6 +99,8 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
     writable = _lock(store, LOCK_WAIT_SECONDS if lock_wait is None else lock_wait)
     try:
         segments, junk = store.load()
+        for problem in store.problems:
+            log.warning("normstats: cache %s: %s", store.path, printable(problem))
         indexes = [s.index for s in segments]
         decision = plan(source.walk.files, indexes)
         checks = choose_checks(decision, segments, count, rng or np.random.default_rng())

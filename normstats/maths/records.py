@@ -18,6 +18,7 @@ from normstats.maths.image_moments import MAX_INTEGER_BITS, extrema, float_momen
 from normstats.maths.moments import FloatMoments, IntegerMoments, Moments
 
 __all__ = ["Skipped", "IntegerRecords", "FloatRecords", "Records", "records_from_stack",
+           "impossible_rows", "MAX_RECORD_PIXELS",
            "concat_records", "default_channel_names"]
 
 
@@ -236,3 +237,101 @@ def incompatible(a: Records, b: Records, example_a: str | None = None,
         f"images cannot be pooled: {name_a} is {describe_signature(a)} but {name_b} is "
         f"{describe_signature(b)}; choose a decode mode that makes them alike "
         "(--mode RGB or --mode L), or compute them separately")
+
+
+#: More pixels than any decodable image has (a terabyte of 8-bit greyscale): a record
+#: claiming more is damaged, and the bound keeps the exact checks below in int64.
+MAX_RECORD_PIXELS = 2**40
+
+
+def impossible_rows(records: Records) -> np.ndarray:
+    """Rows (bool, N) whose numbers no image could have produced.
+
+    What every record of real pixels satisfies, per channel, with n pixels: n ≥ 1;
+    finite min ≤ max (integers within the dtype's range); for integer images
+    min·n ≤ Σx ≤ max·n, (Σx)²/n ≤ Σx² ≤ (min + max)·Σx − n·min·max (each pixel lies in
+    [min, max]) and Σx² ≡ Σx (mod 2), all checked exactly; for float images a finite
+    mean within [min, max] and 0 ≤ M2 ≤ n·(max − mean)·(mean − min) (Bhatia–Davis),
+    with slack for rounding. Vectorised over rows: a cache can hold millions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = records_from_stack(np.arange(8, dtype=np.uint8).reshape(2, 2, 2, 1))
+    >>> impossible_rows(r).tolist()
+    [False, False]
+    >>> impossible_rows(replace(r, sums=r.sums + [[0], [2000]])).tolist()
+    [False, True]
+    """
+    n = records.pixels.astype(np.int64)
+    # (C, N) copies: numpy is ~10x slower along a trailing axis of length 3.
+    low, high = _columns(records.minimum), _columns(records.maximum)
+    with np.errstate(invalid="ignore", over="ignore"):
+        good = (n >= 1) & (n <= MAX_RECORD_PIXELS)
+        good &= (np.isfinite(low) & np.isfinite(high) & (low <= high)).all(axis=0)
+        if isinstance(records, IntegerRecords):
+            good &= _integer_records_possible(records, np.where(good, n, 1), low, high, good)
+        else:
+            good &= _float_records_possible(records, n.astype(np.float64), low, high)
+    return ~good
+
+
+def _columns(per_image: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(per_image).T)
+
+
+def _integer_records_possible(records: IntegerRecords, n: np.ndarray, low: np.ndarray,
+                              high: np.ndarray, good: np.ndarray) -> np.ndarray:
+    kind = np.dtype(records.dtype)
+    lowest, highest = (0, 1) if kind == np.bool_ else (np.iinfo(kind).min, np.iinfo(kind).max)
+    ok = (low >= lowest) & (high <= highest) & (low == np.floor(low)) & (high == np.floor(high))
+    safe = (ok & good).all(axis=0)  # other rows already fail: checked on zeros below
+    low, high = (np.where(safe, v, 0).astype(np.int64) for v in (low, high))
+    s, q = _columns(records.sums), _columns(records.sums_sq)
+    ok &= (low * n <= s) & (s <= high * n) & ((q & 1) == (s & 1)) & (q >= 0)
+    s, q = np.where(ok, s, 0), np.where(ok, q, 0)  # |Σx| < 2⁵⁶ now: negating it is safe
+    ok &= _nonnegative([(n, q), (-s, s)])  # n·Σx² ≥ (Σx)²
+    ok &= _nonnegative([(low + high, s), (-n, low * high), (-np.ones_like(q), q)])
+    return ok.all(axis=0)
+
+
+def _float_records_possible(records: FloatRecords, n: np.ndarray, low: np.ndarray,
+                            high: np.ndarray) -> np.ndarray:
+    mean, m2 = _columns(records.means), _columns(records.m2s)
+    ok = np.isfinite(mean) & np.isfinite(_columns(records.residuals)) & np.isfinite(m2)
+    # A float mean may round a few ulps past the extremes (0.1 three times is 0.3000...04).
+    slack = 2.0**-30 * (np.abs(low) + np.abs(high))
+    ok &= (low - slack <= mean) & (mean <= high + slack) & (m2 >= 0)
+    spread = (high - mean) * (mean - low) + 2.0**-20 * (high - low) ** 2 + slack * slack
+    return (ok & (m2 <= n * spread)).all(axis=0)
+
+
+def _nonnegative(terms: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Exactly whether Σ a·b ≥ 0 elementwise, for int64 arrays that may overflow int64.
+
+    Decided in float64 where the estimate is far from 0 (its error is below 2⁻⁴⁸ of
+    Σ|a·b|), in int64 where Σ|a·b| < 2⁶¹, and in Python ints for what is left (constant
+    or two-valued images of more than ~8 million pixels).
+    """
+    if sum(_magnitude(a) * _magnitude(b) for a, b in terms) < 2**61:
+        return sum(a * b for a, b in terms) >= 0  # the usual case: no product overflows
+    products = [a.astype(np.float64) * b.astype(np.float64) for a, b in terms]
+    estimate, size = sum(products), sum(np.abs(p) for p in products)
+    result = estimate >= 0
+    small = size < 2.0**61
+    if small.any():
+        result[small] = sum(a[small] * b[small] for a, b in _broadcast(terms, small)) >= 0
+    close = ~small & (np.abs(estimate) <= size * 2.0**-48)
+    if close.any():
+        result[close] = sum(a[close].astype(object) * b[close].astype(object)
+                            for a, b in _broadcast(terms, close)) >= 0
+    return result
+
+
+def _broadcast(terms: list[tuple[np.ndarray, np.ndarray]],
+               like: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(np.broadcast_to(a, like.shape), np.broadcast_to(b, like.shape)) for a, b in terms]
+
+
+def _magnitude(values: np.ndarray) -> int:
+    return max(abs(int(values.max(initial=0))), abs(int(values.min(initial=0))))

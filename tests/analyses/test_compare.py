@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -104,5 +105,66 @@ def test_between_share_and_render_for_vectors():
     import normstats
 
     vectors = normstats.compute(np.arange(12, dtype=np.float64).reshape(6, 2))
-    assert between_image_share(vectors) is None
+    assert between_image_share([]) is None
     assert "-" in render_comparison([Compared("v", vectors)])
+
+
+def exact_between_share(images: list[np.ndarray]) -> list[Fraction | None]:
+    """Σ_i n_i·(μ_i − μ)² / Σ (x − μ)² per channel, from the pixels as Fractions (None
+    for a constant channel): the law of total variance with pixel-count weights."""
+    shares = []
+    for c in range(images[0].shape[2]):
+        values = [[Fraction(v) for v in img[:, :, c].ravel().tolist()] for img in images]
+        everything = [v for image in values for v in image]
+        mean = sum(everything) / len(everything)
+        total = sum((v - mean) ** 2 for v in everything)
+        between = sum(len(image) * (sum(image) / len(image) - mean) ** 2 for image in values)
+        shares.append(between / total if total else None)
+    return shares
+
+
+def unequal_images(rng: np.random.Generator) -> list[np.ndarray]:
+    """Unequal sizes, where the unweighted mean of per-image variances misleads: a 1×2
+    image of 0 and 255 beside large flat ones in R (1 − rms²/std², the old formula, gave
+    −8.8 there; the per-image/pooled ratio is 2.14), per-image flat images of different
+    levels in G (share 1), and B the same constant everywhere (no share: '-')."""
+    images = [np.zeros((1, 2, 3), np.uint8), np.full((40, 30, 3), 128, np.uint8),
+              rng.integers(0, 256, (9, 13, 3), dtype=np.uint8), np.full((25, 2, 3), 90, np.uint8)]
+    images[0][0, 1, 0] = 255
+    for image, level in zip(images, (10, 200, 30, 77)):
+        image[:, :, 1] = level
+        image[:, :, 2] = 7
+    return images
+
+
+def test_between_share_weighs_each_image_by_its_pixels(tmp_path, rng):
+    images = unequal_images(rng)
+    folder = tmp_path / "unequal"
+    folder.mkdir()
+    for i, pixels in enumerate(images):
+        Image.fromarray(pixels).save(folder / f"{i}.png")
+    expected = exact_between_share(images)
+    assert expected[1] == 1 and expected[2] is None and 0 < expected[0] < 1
+    result = CliRunner().invoke(main, ["compare", str(folder), "--json", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    shares = [row["between"] for row in json.loads(result.output)["rows"]]
+    assert shares == [float(expected[0]), 1.0, None]
+    text = CliRunner().invoke(main, ["compare", str(folder), "--workers", "1"]).output
+    rows = [line.split() for line in text.splitlines()[1:4]]
+    assert [row[-1] for row in rows] == [f"{float(expected[0]):.4f}", "1.0000", "-"]
+    assert "each image weighted by its pixel count" in text and "'-' for a constant" in text
+
+
+def test_between_share_of_large_16_bit_and_float_images_against_the_oracle(rng):
+    """uint16 images past 46,000 pixels (Σx² of a record's Σx passes int64: Python ints)
+    and float images of unequal sizes, in several batches."""
+    from normstats.maths.records import records_from_stack
+
+    big = [rng.integers(60000, 65536, (h, 300, 2), dtype=np.uint16) for h in (200, 170, 1)]
+    share = between_image_share([records_from_stack(b[None]) for b in big])
+    assert list(share) == [float(s) for s in exact_between_share(big)]
+    floats = [rng.normal(m, s, (h, w, 1)) for m, s, h, w in ((1e3, 1, 3, 5), (1e3 + 2, 3, 9, 9),
+                                                             (999.5, 0.5, 1, 2))]
+    share = between_image_share([records_from_stack(f[None]) for f in floats])
+    expected = [float(s) for s in exact_between_share(floats)]
+    assert share == pytest.approx(expected, rel=1e-12, abs=0)
