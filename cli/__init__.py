@@ -94,6 +94,9 @@ def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-file-bytes", type=click.IntRange(min=1), default=None,
                      help="Skip image files (and tar members) larger than this, unread "
                           "(default: 8 bytes per --max-pixels pixel + 64 MiB)."),
+        click.option("--allow-missing-chunks", is_flag=True, default=False,
+                     help="Read the chunks a zarr store lacks as its fill value (and say how "
+                          "many images that made) instead of refusing the store."),
         click.option("--workers", type=click.IntRange(min=1), default=None,
                      help="Parallel workers of the local pool or of --local-cluster "
                           "(default: usable CPUs)."),

@@ -38,7 +38,7 @@ __all__ = ["init_check_command"]
 )
 @click.option(
     "--seed",
-    type=int,
+    type=click.IntRange(min=0),
     default=0,
     show_default=True,
     help="Seed of the numpy Generator for input, gradient and weights.",

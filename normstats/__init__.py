@@ -5,6 +5,11 @@
 >>> stats.mean
 (0.0, 0.0, 0.0)
 
+A zarr array whose store lacks chunks (zarr would read them as its fill value) is refused,
+naming them, unless ``compute(..., allow_missing_chunks=True)`` (``images`` takes it too;
+``--allow-missing-chunks`` on the command line), and then the report says how many images
+were fill values.
+
 Importing the package loads only its error types: `compute` and the rest load numpy, Dask
 and the readers the first time they are used, so ``import normstats`` and ``normstats
 --help`` stay fast.

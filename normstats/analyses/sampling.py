@@ -32,7 +32,7 @@ from normstats.maths.records import IntegerRecords, Records
 from normstats.maths.stats import DatasetStats
 from normstats.maths.summary import summarize
 
-__all__ = ["Estimate", "estimate_from_records", "choose_images", "t_quantile",
+__all__ = ["Estimate", "estimate_from_records", "choose_images", "parse_seed", "t_quantile",
            "INTERVAL_FIELDS", "render_estimate"]
 
 #: The statistics that get a confidence interval (min and max cannot).
@@ -58,6 +58,26 @@ def t_quantile(p: float, df: int) -> float:
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
     g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
     return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def parse_seed(seed: int | None) -> int | None:
+    """Validate the seed of a draw: None or a non-negative integer (what numpy's
+    `~numpy.random.SeedSequence` takes; ``--seed`` on the command line checks the same).
+
+    Examples
+    --------
+    >>> parse_seed(7), parse_seed(None)
+    (7, None)
+    >>> parse_seed(-1)
+    Traceback (most recent call last):
+    ...
+    normstats.errors.InvalidOptionError: seed must be a non-negative integer, got -1
+    """
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidOptionError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
 
 
 def choose_images(population: int, size: int, rng: np.random.Generator) -> np.ndarray:

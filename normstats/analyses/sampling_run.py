@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from normstats.analyses.sampling import Estimate, estimate_from_records
+from normstats.analyses.sampling import Estimate, estimate_from_records, parse_seed
 from normstats.engine.pipeline import run
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.records import Records, Skipped, concat_records
@@ -108,8 +108,9 @@ def sample_estimate(source: Any, size: int | None = None, *, seed: int | None = 
     size : int, optional
         Images to sample (default 256 with ``precision``; required without it).
     seed : int, optional
-        Seed of the `numpy.random.Generator`; the same seed draws the same images.
-        Without one a seed is drawn and recorded in the estimate (``estimate.seed``).
+        Seed of the `numpy.random.Generator`, a non-negative integer (`parse_seed`); the
+        same seed draws the same images. Without one a seed is drawn and recorded in the
+        estimate (``estimate.seed``).
     precision : float, optional
         Double the sample until every half-width is below this (reported scale).
     scale, channels
@@ -133,6 +134,7 @@ def sample_estimate(source: Any, size: int | None = None, *, seed: int | None = 
         raise InvalidOptionError("give a sample size, a precision, or both")
     if precision is not None and not precision > 0:
         raise InvalidOptionError(f"precision must be positive, got {precision}")
+    seed = parse_seed(seed)
     population = len(source)
     if seed is None:  # drawn here and reported, so any run can be repeated exactly
         seed = int(np.random.SeedSequence().generate_state(1)[0])

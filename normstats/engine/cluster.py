@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import re
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +28,12 @@ MALLOC_TRIM = "MALLOC_TRIM_THRESHOLD_"
 #: Seconds to wait for a scheduler to answer, and for a first worker to join it.
 CONNECT_TIMEOUT = 20
 _ADDRESS = re.compile(r"^([a-z]+://.+|[\w.-]+:\d+)$")
+#: A TCP address, the only kind whose service `_what_answered` asks what it is.
+_TCP_ADDRESS = re.compile(r"^(?:tcp://)?\[?([\w.:-]+?)\]?:(\d+)/?$")
+#: Seconds, and bytes, to wait for and read from a service that failed Dask's handshake.
+_PROBE_SECONDS, _PROBE_BYTES = 2, 48
+#: A scheduler's handshake starts with its length (8 bytes, little-endian), a few hundred.
+_PROBE_FRAME = 1 << 20
 
 
 def _distributed() -> Any:
@@ -72,13 +79,52 @@ def connect(scheduler: Any) -> Iterator[Any]:
                             set_as_default=False)
         else:
             client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-    except OSError as error:
-        raise NormstatsError(f"cannot connect to the Dask scheduler: {error}",
-                             path=str(scheduler)) from None
+    except Exception as error:  # noqa: BLE001 - whatever the handshake met, said in one line
+        # a service that is not Dask's can send anything: garbage read as a frame length
+        # makes the client allocate exabytes (MemoryError), or fail to unpack (ValueError)
+        raise NormstatsError(_connect_failure(scheduler, error)) from None
     try:
         yield client
     finally:
         client.close()
+
+
+def _connect_failure(scheduler: Any, error: Exception) -> str:
+    """Why the client could not connect, with what the service at the address said."""
+    answered = _what_answered(scheduler) if isinstance(scheduler, str) else None
+    if answered is None:
+        detail = str(error) or type(error).__name__
+        return f"{scheduler}: cannot connect to the Dask scheduler: {detail}"
+    return (f"cannot talk to a Dask scheduler at {scheduler}: the service there {answered}, "
+            "which is not a Dask scheduler's handshake; check the address (a scheduler "
+            "listens on port 8786 unless told otherwise)")
+
+
+def _what_answered(address: str) -> str | None:
+    """What a TCP service sends first, in words; None when nothing answers (refused,
+    silent, or not a TCP address): then the client's own error says more.
+
+    Examples
+    --------
+    >>> _what_answered("ucx://host:8786") is None
+    True
+    """
+    match = _TCP_ADDRESS.match(address)
+    if match is None:
+        return None
+    try:
+        with socket.create_connection((match.group(1), int(match.group(2))),
+                                      timeout=_PROBE_SECONDS) as connection:
+            first = connection.recv(_PROBE_BYTES)
+    except ConnectionResetError:
+        return "reset the connection without a word"
+    except OSError:  # refused, unreachable, or silent (timeout)
+        return None
+    if not first:
+        return "closed the connection without a word"
+    if len(first) >= 8 and int.from_bytes(first[:8], "little") < _PROBE_FRAME:
+        return None  # the length of a Dask frame: a scheduler, failing for its own reason
+    return f"sent {first!r}"
 
 
 @contextlib.contextmanager

@@ -29,7 +29,10 @@ def release_free_memory() -> bool:
 
     Examples
     --------
-    >>> release_free_memory() in (True, False)
+    glibc has ``malloc_trim``; other C libraries (musl, macOS, Windows) do not:
+
+    >>> import platform
+    >>> release_free_memory() == (platform.libc_ver()[0] == "glibc")
     True
     """
     trim = _malloc_trim()

@@ -118,3 +118,12 @@ def test_errors(rng):
         sample_estimate(data)
     with pytest.raises(InvalidOptionError, match="precision must be positive"):
         sample_estimate(data, precision=0)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "3"])
+def test_a_seed_numpy_refuses_is_an_option_error(rng, seed):
+    data = open_source(rng.integers(0, 256, (5, 2, 2, 1), dtype=np.uint8))
+    with pytest.raises(InvalidOptionError) as refused:
+        sample_estimate(data, 2, seed=seed)
+    assert str(refused.value) == f"seed must be a non-negative integer, got {seed!r}"
+    assert sample_estimate(data, 2, seed=np.int64(0), workers=1).seed == 0

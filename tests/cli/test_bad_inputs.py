@@ -70,6 +70,10 @@ CASES = [
     (["compute", "{w}/images", "--task-size", "0"], 2, "'--task-size': 0 is not in the range"),
     (["compute", "{w}/images", "--sample", "-2"], 2, "'--sample': -2 is not in the range"),
     (["compute", "{w}/images", "--resize", "0"], 2, "'--resize': 0 is not in the range"),
+    (["compute", "{w}/images", "--resize", "100000"], 1,
+     "--resize 100000 makes every image at least 100000x100000 = 10000000000 pixels"),
+    (["compute", "{w}/images", "--sample", "2", "--seed", "-1"], 2,
+     "'--seed': -1 is not in the range x>=0"),
     (["compute", "{w}/images", "--max-pixels", "0"], 2, "'--max-pixels'"),
     (["compute", "{w}/images", "--scale", "0"], 1, "scale must be positive"),
     (["compute", "{w}/images", "--precision", "-1"], 1, "precision must be positive"),
@@ -95,6 +99,8 @@ CASES = [
     (["compare", "{w}/images", "{w}/images", "--plot", "{w}/existing.png"], 1,
      "exists; choose a new name or pass --overwrite"),
     (["compare", "{w}/images", "{w}/images", "--plot", "{w}/empty"], 2, "'--plot'"),
+    (["compare", "{w}/images", "--resize", "100000"], 1,
+     "--resize 100000 makes every image at least 100000x100000 = 10000000000 pixels"),
     # demo
     (["demo", "--images", "0"], 2, "'--images': 0 is not in the range"),
     (["demo", "--out", "{w}/images"], 1, "is not empty; normstats writes only into a new"),
@@ -104,6 +110,8 @@ CASES = [
     (["init-check", "--plot", "{w}/no/dir/x.png", *SMALL_NET], 1, "does not exist"),
     (["init-check", "--plot", "{w}/existing.png", *SMALL_NET], 1, "pass --overwrite"),
     (["init-check", "--width", "0"], 2, "'--width'"),
+    (["init-check", "--depth", "100000"], 1, "would hold about 262.1 GB"),
+    (["init-check", "--seed", "-1"], 2, "'--seed': -1 is not in the range x>=0"),
     # verify and manifests
     (["verify", "bogus", "--root", "{w}"], 1, "no manifest named 'bogus'"),
     (["verify", "mnist-test"], 2, "Missing option '--root'"),

@@ -6,10 +6,15 @@ cluster result is compared bit for bit with the local run of the same data.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import distributed  # in the test extra: fail, never skip
@@ -129,6 +134,49 @@ def test_an_unreachable_scheduler_is_a_one_line_error(monkeypatch):
     monkeypatch.setattr("normstats.engine.cluster.CONNECT_TIMEOUT", 1)
     with pytest.raises(normstats.NormstatsError, match="cannot connect to the Dask scheduler"):
         normstats.compute(np.zeros((3, 2, 2, 1), np.uint8), scheduler="tcp://127.0.0.1:9")
+
+
+class _NotDask:
+    """A TCP service on 127.0.0.1 that is no Dask scheduler: to each connection it sends
+    ``reply`` (maybe nothing) and closes it."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply, self.server = reply, socket.create_server(("127.0.0.1", 0))
+        self.address = f"tcp://127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:  # closed by the test
+                return
+            with connection:
+                with contextlib.suppress(OSError):
+                    connection.sendall(self.reply)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("reply", "answered"), [
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "sent b'HTTP/1.1 400 Bad Request\\r\\n\\r\\n'"),
+    (b"", "closed the connection without a word"),
+], ids=["http", "closes"])
+def test_a_scheduler_address_of_another_service_says_so(tmp_path, reply, answered):
+    """Garbage read as a Dask frame length made the client allocate exabytes: the run
+    ended in "out of memory". It says what answered at the address instead."""
+    service = _NotDask(reply)
+    write_folder(tmp_path / "data", dataset(3))
+    try:
+        run = subprocess.run([sys.executable, "-m", "normstats", "compute",
+                              str(tmp_path / "data"), "--scheduler", service.address],
+                             capture_output=True, text=True, timeout=100)
+    finally:
+        service.server.close()
+    assert run.returncode == 1 and "out of memory" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"normstats: error: cannot talk to a Dask scheduler at {service.address}: the service "
+        f"there {answered}, which is not a Dask scheduler's handshake; check the address (a "
+        "scheduler listens on port 8786 unless told otherwise)"]
 
 
 def test_file_url_is_the_local_folder(folder):

@@ -89,3 +89,38 @@ def test_importing_nn_and_its_cli_loads_neither_torch_nor_matplotlib() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=root)
     assert out.stdout.strip() == "[]"
+
+
+def test_sizes_over_the_memory_limit_are_refused_before_any_allocation(monkeypatch) -> None:
+    from normstats.errors import InvalidOptionError
+    from normstats.nn import init_check
+
+    monkeypatch.setattr(np.random, "default_rng", None)  # nothing may be drawn, or built
+    with pytest.raises(InvalidOptionError) as refused:
+        run_init_check(depth=100_000)
+    needed = 8 * 100_000 * (256 * 256 + 2 * 512 * 256)  # the weights, then what backward keeps
+    assert init_check.memory_needed(100_000, 256, 512) == needed
+    assert str(refused.value) == (
+        "--depth 100000 --width 256 --batch 512 would hold about 262.1 GB (every layer's weights "
+        "and activations, kept for the backward pass), over init-check's limit of 4.0 GB; "
+        "lower --depth (at most 1525 at this width and batch)")
+    assert 1525 == init_check.MEMORY_LIMIT // init_check.memory_needed(1, 256, 512)
+    with pytest.raises(InvalidOptionError, match="lower --width or --batch$"):
+        run_init_check(depth=2, width=100_000)
+    with pytest.raises(InvalidOptionError, match="seed must be a non-negative integer, got -1"):
+        run_init_check(depth=2, width=4, batch=4, seed=-1)
+
+
+def test_the_memory_estimate_bounds_what_a_run_holds() -> None:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        run_init_check(depth=20, width=64, batch=256, seed=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    from normstats.nn.init_check import memory_needed
+
+    estimate = memory_needed(20, 64, 256)
+    assert 0.8 * estimate < peak < 1.5 * estimate, (peak, estimate)

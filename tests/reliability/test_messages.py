@@ -3,7 +3,8 @@
 Inputs that used to end in a traceback, a multi-line block or a broken line: malformed
 ``.npy`` headers, manifest values of the wrong type, ``--cache`` naming a file,
 ``--local-cluster --on-error fail``, file names holding newlines or terminal escapes, a
-folder manifest whose tree links out of ``--root``, and a manifest copy missing images.
+folder manifest whose tree links out of ``--root``, a manifest copy missing images, and
+Pillow's own warnings and log lines, which name no file.
 """
 
 from __future__ import annotations
@@ -169,3 +170,47 @@ def test_compute_manifest_warns_when_the_copy_misses_images(tmp_path):
     assert result.exit_code == 0
     assert ("normstats: warning: manifest toy expects 5 images; 2 were computed (0 skipped): "
             "these are not the constants of the complete split") in result.stderr
+
+
+def _palette_png_with_transparency_bytes(path: Path) -> np.ndarray:
+    """A P-mode PNG whose tRNS holds a byte per palette entry; its pixels as torchvision's
+    loader sees them (``convert("RGB")``, Pillow's warning silenced here)."""
+    import warnings
+
+    image = Image.new("P", (4, 4))
+    image.putpalette([v % 256 for v in range(0, 16 * 3 * 17, 17)])
+    image.putdata(list(range(16)))
+    image.save(path, transparency=bytes([0, 128, 255, 7]))
+    with Image.open(path) as opened, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.asarray(opened.convert("RGB"))
+
+
+def _tiff_of_7_samples(path: Path) -> None:
+    from sources.decoding.test_decode import tiff_bytes
+
+    path.write_bytes(tiff_bytes(3, 2, 7, 8, 1))
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "processes"])
+def test_pillows_bare_warnings_and_log_lines_never_reach_stderr(tmp_path, scheduler):
+    """Pillow's palette warning and its TIFF plugin's log line named no file: the first is
+    noise (the pixels are exactly ``convert``'s), the second is said by the skip reason."""
+    root = tmp_path / "data"
+    root.mkdir()
+    expected = _palette_png_with_transparency_bytes(root / "p.png")
+    _tiff_of_7_samples(root / "seven.tif")
+    run = subprocess.run([sys.executable, "-W", "default", "-m", "normstats", "compute",
+                          str(root), "--json", "--no-cache", "--scheduler", scheduler],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""  # no "UserWarning: Palette images ...", no "More samples ..."
+    import json
+
+    from normstats.maths.stats import DatasetStats
+
+    stats = DatasetStats.from_dict(json.loads(run.stdout))
+    assert_matches_oracle(stats, [expected], 255)
+    assert [(s.path, s.reason) for s in stats.skipped] == [
+        ("seven.tif", "a TIFF Pillow cannot decode (7 samples per pixel, 8-bit unsigned "
+                      "integer); normstats reads TIFFs only through Pillow today")]

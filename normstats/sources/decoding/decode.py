@@ -29,10 +29,15 @@ from normstats.sources.decoding.pillow_pixels import (
     bomb_reason,
     check_size,
     decoded_channel_names,
+    memory_reason,
     pixels_under_mode,
     unidentified_reason,
 )
-from normstats.sources.decoding.png_fast import PNG_SIGNATURE, decode_png_fast
+from normstats.sources.decoding.png_fast import (
+    PNG_SIGNATURE,
+    decode_png_fast,
+    quiet_decoder_logs,
+)
 from normstats.sources.decoding.policy import (
     ALLOWED_FORMATS,
     DEFAULT_MAX_PIXELS,
@@ -121,10 +126,11 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     # (the fork pool's workers, processes of our own, set them once: engine.pipeline).
     # check_size enforces the policy's limit from the header, before a pixel is allocated.
     try:
-        image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
-        check_size(image, policy, name)
-        image.load()
-        check_size(image, policy, name)  # a GIF frame may extend the canvas while loading
+        with quiet_decoder_logs():  # log lines naming no file: the skip reason says it
+            image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
+            check_size(image, policy, name)
+            image.load()
+            check_size(image, policy, name)  # a GIF frame may extend the canvas on load
     except UnreadableInputError:
         raise
     except UnidentifiedImageError:
@@ -149,6 +155,10 @@ def _pillow_bomb_reason(error: Exception, policy: DecodePolicy) -> str:
     if found is None or int(found.group(1)) > policy.max_pixels:
         size = f"{found.group(1)} pixels" if found else "the image"
         return bomb_reason(size, policy.max_pixels)
+    # what raising Pillow's limit would lead to, if the pixels cannot fit in memory anyway
+    too_large = memory_reason(f"{found.group(1)} pixels", int(found.group(1)))
+    if too_large is not None:
+        return too_large
     return (f"{found.group(1)} pixels is within --max-pixels but over the limit of Pillow "
             f"in this process (PIL.Image.MAX_IMAGE_PIXELS = {Image.MAX_IMAGE_PIXELS}), "
             "which normstats never changes in the caller's process; raise it there, or run "
@@ -160,4 +170,5 @@ def _transformed(pixels: np.ndarray, names: tuple[str, ...], policy: DecodePolic
     """The pixels after the policy's resize and center crop (what the model sees)."""
     if policy.resize is None and policy.center_crop is None:
         return pixels
-    return apply_transforms(pixels, names, policy.resize, policy.center_crop, name)
+    return apply_transforms(pixels, names, policy.resize, policy.center_crop, name,
+                            policy.max_pixels)

@@ -19,12 +19,13 @@ one Pillow decodes to the same pixels.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -42,7 +43,7 @@ except ImportError:  # pragma: no cover - a source tree used without pip install
 if TYPE_CHECKING:
     from normstats.sources.decoding.policy import DecodePolicy, OutputBuffer
 
-__all__ = ["decode_png_fast", "plain_png_header", "PNG_SIGNATURE"]
+__all__ = ["decode_png_fast", "plain_png_header", "quiet_decoder_logs", "PNG_SIGNATURE"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -54,11 +55,13 @@ _METADATA_CHUNK_LENGTHS = {b"gAMA": 4, b"cHRM": 32, b"sRGB": 1, b"pHYs": 9, b"tI
 _SAMPLES = {0: 1, 4: 2, 2: 3, 6: 4}
 
 class _QuietWhileDecoding(logging.Filter):
-    """Drops imagecodecs' log lines from this thread's fast decodes, and nothing else.
+    """Drops the decoders' log lines from this thread's decodes, and nothing else.
 
     libpng reports recoverable oddities ("IDAT: Extra compressed data") through the
     ``imagecodecs`` logger, which would print them for every such file; Pillow, which
-    accepts the same files, is silent. A user's own imagecodecs calls keep their logs.
+    accepts the same files, is silent. Pillow's TIFF plugin logs "More samples per pixel
+    than can be decoded: 7" as an error before refusing the file: a line naming no file,
+    when the skip reason already says what the file is. A user's own calls keep their logs.
     """
 
     def __init__(self) -> None:
@@ -70,7 +73,18 @@ class _QuietWhileDecoding(logging.Filter):
 
 
 _QUIET = _QuietWhileDecoding()
-logging.getLogger("imagecodecs").addFilter(_QUIET)
+for _logger in ("imagecodecs", "PIL.TiffImagePlugin"):
+    logging.getLogger(_logger).addFilter(_QUIET)
+
+
+@contextlib.contextmanager
+def quiet_decoder_logs() -> Iterator[None]:
+    """Drop the decoders' log lines while this thread decodes (`_QuietWhileDecoding`)."""
+    _QUIET.active.on = True
+    try:
+        yield
+    finally:
+        _QUIET.active.on = False
 
 _CHUNK_HEAD = struct.Struct(">I4s")
 _CRC = struct.Struct(">I")
@@ -248,18 +262,18 @@ def decode_png_fast(data: bytes, policy: DecodePolicy,
     if convert is None or height * width > policy.max_pixels:
         return None
     shape = (height, width) if samples == 1 else (height, width, samples)
-    out = None if scratch is None else scratch.take(height * width * samples).reshape(shape)
     if profile is not None:
         # libpng would read and check the profile (~4 µs of a 32×32 file's ~25) only to
         # ignore it, as Pillow's convert does: it decodes the file without that chunk.
         data = data[:profile[0]] + data[profile[1]:]
-    _QUIET.active.on = True
     try:
-        pixels = _imagecodecs.png_decode(data, out=out)
+        # in the try: a header claiming 2**62 pixels (under a raised --max-pixels) fails
+        # here, in numpy, and Pillow then gives the file its verdict
+        out = None if scratch is None else scratch.take(height * width * samples).reshape(shape)
+        with quiet_decoder_logs():
+            pixels = _imagecodecs.png_decode(data, out=out)
     except Exception:  # noqa: BLE001 - Pillow decodes it again and names the problem
         return None
-    finally:
-        _QUIET.active.on = False
     if pixels.shape != shape or pixels.dtype != np.uint8:
         return None
     return convert(pixels.reshape(height, width, samples))

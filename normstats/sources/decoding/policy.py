@@ -16,7 +16,7 @@ from PIL import Image
 
 from normstats.errors import InvalidOptionError
 from normstats.sources.decoding.file_read import default_file_limit
-from normstats.sources.decoding.transforms import parse_size
+from normstats.sources.decoding.transforms import check_transform_sizes, parse_size
 
 __all__ = ["DecodePolicy", "policy_of", "DecodedImage", "Scratch", "OutputBuffer", "MODES",
            "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS", "NATIVE_NAMES",
@@ -69,8 +69,8 @@ class DecodePolicy:
         if self.max_file_bytes is not None and int(self.max_file_bytes) <= 0:
             raise InvalidOptionError(f"max_file_bytes must be positive, got "
                                      f"{self.max_file_bytes}")
-        parse_size(self.resize, "resize")
-        parse_size(self.center_crop, "center_crop")
+        check_transform_sizes(parse_size(self.resize, "resize"),
+                              parse_size(self.center_crop, "center_crop"), int(self.max_pixels))
 
     def describe(self) -> str:
         """The mode and any preprocessing, for reports: ``RGB, Resize(256), CenterCrop(224)``."""

@@ -14,6 +14,12 @@ PIL path exactly:
 
 They run after the decode policy's mode conversion (`normstats.sources.decoding.decode`), so
 the cache, which keys on the whole `DecodePolicy`, keys on them too.
+
+``--max-pixels`` bounds what they make as it bounds what is decoded: a size whose every
+output is over it (``Resize(N)`` makes at least N² pixels, ``CenterCrop(N)`` exactly N²) is an
+option error before any file is read (`check_transform_sizes`), and an image that one resize
+would take over it (a long, thin one) is skipped before Pillow allocates the output
+(`apply_transforms`).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from PIL import Image
 from normstats.errors import InvalidOptionError, UnreadableInputError
 
 __all__ = ["resized_size", "resize_shorter", "center_crop", "apply_transforms",
-           "parse_size", "transformed_source"]
+           "parse_size", "check_transform_sizes", "transformed_source"]
 
 
 def parse_size(value: int | None, option: str) -> int | None:
@@ -44,6 +50,30 @@ def parse_size(value: int | None, option: str) -> int | None:
     if isinstance(value, bool) or int(value) != value or int(value) <= 0:
         raise InvalidOptionError(f"{option} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def check_transform_sizes(resize: int | None, crop: int | None, max_pixels: int) -> None:
+    """Refuse a resize or crop whose every output image is over ``max_pixels``.
+
+    ``Resize(N)`` gives every image at least N x N pixels (its shorter side becomes N) and
+    ``CenterCrop(N)`` exactly N x N, so such a size would skip every file, one after the
+    other, after decoding each: it is the option that is wrong, and it is said up front.
+
+    Examples
+    --------
+    >>> check_transform_sizes(100_000, None, 89_478_485)
+    Traceback (most recent call last):
+    ...
+    normstats.errors.InvalidOptionError: --resize 100000 makes every image at least ...
+    """
+    for option, size in (("--resize", resize), ("--center-crop", crop)):
+        if size is not None and size * size > max_pixels:
+            least = "at least " if option == "--resize" else ""
+            raise InvalidOptionError(
+                f"{option} {size} makes every image {least}{size}x{size} = {size * size} "
+                f"pixels, over the limit of {max_pixels} pixels (--max-pixels), so every "
+                f"file would be skipped; use a smaller {option}, or raise --max-pixels if "
+                "the memory is there")
 
 
 def resized_size(height: int, width: int, shorter: int) -> tuple[int, int]:
@@ -115,15 +145,26 @@ def center_crop(pixels: np.ndarray, size: int) -> np.ndarray:
 
 
 def apply_transforms(pixels: np.ndarray, channel_names: tuple[str, ...], resize: int | None,
-                     crop: int | None, name: str = "image") -> np.ndarray:
+                     crop: int | None, name: str = "image",
+                     max_pixels: int | None = None) -> np.ndarray:
     """``Resize(resize)`` then ``CenterCrop(crop)``, each only when given.
 
     Raises
     ------
     UnreadableInputError
-        When the pixels cannot be resized (a dtype Pillow cannot resample), naming ``name``.
+        When the pixels cannot be resized (a dtype Pillow cannot resample), or the resize
+        would make more than ``max_pixels`` pixels (checked before Pillow allocates them),
+        naming ``name``.
+
+    Examples
+    --------
+    >>> apply_transforms(np.zeros((1, 50, 1), np.uint8), ("L",), 4, None, "thin.png", 100)
+    Traceback (most recent call last):
+    ...
+    normstats.errors.UnreadableInputError: thin.png: Resize(4) makes it 4x200 = 800 pixels, ...
     """
     if resize is not None:
+        _check_resized(pixels.shape[0], pixels.shape[1], resize, max_pixels, name)
         try:
             pixels = resize_shorter(pixels, resize, channel_names)
         except InvalidOptionError as error:
@@ -131,6 +172,17 @@ def apply_transforms(pixels: np.ndarray, channel_names: tuple[str, ...], resize:
     if crop is not None:
         pixels = center_crop(pixels, crop)
     return pixels
+
+
+def _check_resized(height: int, width: int, resize: int, max_pixels: int | None,
+                   name: str) -> None:
+    """Skip an image (a long, thin one) that the resize would take over ``max_pixels``."""
+    new_height, new_width = resized_size(height, width, resize)
+    if max_pixels is not None and new_height * new_width > max_pixels:
+        raise UnreadableInputError(
+            f"Resize({resize}) makes it {new_height}x{new_width} = {new_height * new_width} "
+            f"pixels, over the limit of {max_pixels} pixels; use a smaller --resize, or "
+            "raise --max-pixels if the memory is there", name)
 
 
 def transformed_source(source: Any, resize: int | None, crop: int | None) -> Any:

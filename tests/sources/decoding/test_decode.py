@@ -1,10 +1,11 @@
 import io
 import struct
+import warnings
 import zlib
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from normstats import InvalidOptionError, UnreadableInputError
 from normstats.sources.decoding.decode import DecodePolicy, decode_bytes, read_whole_file
@@ -96,3 +97,88 @@ def test_read_whole_file_reads_every_byte_whatever_the_hint(tmp_path, size, hint
     data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
     (tmp_path / "f.bin").write_bytes(data)
     assert read_whole_file(str(tmp_path / "f.bin"), hint) == data
+
+
+def tiff_bytes(width: int, height: int, samples: int, bits: int, sample_format: int,
+               order: str = "<") -> bytes:
+    """A minimal uncompressed TIFF written by hand (Pillow cannot write these layouts):
+    the header, one IFD of baseline tags, the per-sample values after it, then one strip."""
+    def shorts(value: int, count: int = 1) -> bytes:
+        return struct.pack(f"{order}{count}H", *[value] * count)
+
+    def longs(value: int) -> bytes:
+        return struct.pack(f"{order}I", value)
+
+    per_sample = {258: shorts(bits, samples), 339: shorts(sample_format, samples)}
+    strip = bytes(width * height * samples * bits // 8)
+    extra_at = 8 + 2 + 12 * 11 + 4  # after the header and the IFD
+    strip_at = extra_at + sum(len(v) for v in per_sample.values())
+    tags = [(256, 4, 1, longs(width)), (257, 4, 1, longs(height)),
+            (258, 3, samples, per_sample[258]), (259, 3, 1, shorts(1)),
+            (262, 3, 1, shorts(2 if samples >= 3 else 1)), (273, 4, 1, longs(strip_at)),
+            (277, 3, 1, shorts(samples)), (278, 4, 1, longs(height)),
+            (279, 4, 1, longs(len(strip))), (284, 3, 1, shorts(1)),
+            (339, 3, samples, per_sample[339])]
+    out = (b"II*\0" if order == "<" else b"MM\0*") + longs(8) + shorts(len(tags))
+    extra = b""
+    for tag, kind, count, values in tags:
+        if len(values) > 4:  # too long for the entry: stored after the IFD
+            values, extra = longs(extra_at + len(extra)), extra + values
+        out += struct.pack(f"{order}HHI", tag, kind, count) + values.ljust(4, b"\0")
+    return out + longs(0) + extra + strip
+
+
+@pytest.mark.parametrize(("layout", "words"), [
+    ((5, 8, 1), "5 samples per pixel, 8-bit unsigned integer"),
+    ((1, 64, 3), "1 sample per pixel, 64-bit floating point"),
+    ((1, 24, 1), "1 sample per pixel, 24-bit unsigned integer"),
+    ((7, 16, 2), "7 samples per pixel, 16-bit signed integer"),
+], ids=["5-samples", "float64", "24-bit", "7-samples-int16"])
+@pytest.mark.parametrize("order", ["<", ">"], ids=["II", "MM"])
+def test_tiffs_pillow_cannot_open_say_what_they_are(layout, words, order):
+    samples, bits, sample_format = layout
+    data = tiff_bytes(3, 2, samples, bits, sample_format, order)
+    with pytest.raises(UnidentifiedImageError):
+        Image.open(io.BytesIO(data))  # the premise: Pillow has no mode for them
+    for mode in ("RGB", "keep"):
+        with pytest.raises(UnreadableInputError) as refused:
+            decode_bytes(data, "x.tif", DecodePolicy(mode))
+        assert str(refused.value) == (f"x.tif: a TIFF Pillow cannot decode ({words}); "
+                                      "normstats reads TIFFs only through Pillow today")
+
+
+def test_a_tiff_whose_directory_is_cut_off_is_still_damaged():
+    data = tiff_bytes(3, 2, 5, 8, 1)
+    for cut in (data[:8], data[:20], data[:4] + struct.pack("<I", len(data) + 10)):
+        with pytest.raises(UnreadableInputError, match="truncated or corrupt TIFF file"):
+            decode_bytes(cut, "x.tif", DecodePolicy("keep"))
+
+
+def test_a_16_bit_rgb_tiff_is_never_reduced_to_8_bits_under_keep():
+    values = np.arange(2 * 3 * 3, dtype="<u2").reshape(2, 3, 3) * 3000 + 7
+    data = bytearray(tiff_bytes(3, 2, 3, 16, 1))
+    data[-values.nbytes:] = values.tobytes()
+    assert Image.open(io.BytesIO(bytes(data))).mode == "RGB"  # Pillow keeps 8 bits of 16
+    with pytest.raises(UnreadableInputError, match="x.tif: 16-bit colour TIFF: Pillow can only "
+                                                   "decode it to 8 bits.*--mode RGB"):
+        decode_bytes(bytes(data), "x.tif", DecodePolicy("keep"))
+    rgb = decode_bytes(bytes(data), "x.tif", DecodePolicy("RGB")).pixels
+    assert np.array_equal(rgb, np.asarray(Image.open(io.BytesIO(bytes(data))).convert("RGB")))
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_palette_transparency_bytes_give_pillows_pixels_without_its_warning(mode):
+    image = Image.new("P", (4, 4))
+    image.putpalette([v % 256 for v in range(0, 16 * 3 * 17, 17)])
+    image.putdata(list(range(16)))
+    data = encode(image, "PNG", transparency=bytes([0, 128, 255, 7]))
+    with Image.open(io.BytesIO(data)) as opened, warnings.catch_warnings():
+        assert opened.mode == "P" and isinstance(opened.info["transparency"], bytes)
+        warnings.simplefilter("ignore")
+        expected = np.asarray(opened.convert(mode))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        decoded = decode_bytes(data, "p.png", DecodePolicy(mode)).pixels
+    assert np.array_equal(decoded.reshape(expected.shape), expected)
+    kept = decode_bytes(data, "p.png", DecodePolicy("keep")).pixels  # RGBA: alpha kept
+    assert kept.shape == (4, 4, 4) and kept[0, :4, 3].tolist() == [0, 128, 255, 7]

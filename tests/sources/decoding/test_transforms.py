@@ -104,3 +104,54 @@ def test_cached_run_keys_on_transforms(photo_folder, tmp_path):
     assert resized.images_decoded == len(paths) and again.images_cached == len(paths)
     assert plain.pixels_per_channel != resized.pixels_per_channel
     assert again.mean == resized.mean
+
+
+def _refuse_large_resizes(monkeypatch, limit: int) -> None:
+    """Make Pillow's resize fail if it is ever asked for more than ``limit`` pixels: the
+    refusal must come before the output is allocated, not from the machine running out."""
+    original = Image.Image.resize
+
+    def guarded(image, size, *args, **kwargs):
+        assert size[0] * size[1] <= limit, f"Pillow asked to allocate {size}"
+        return original(image, size, *args, **kwargs)
+
+    monkeypatch.setattr(Image.Image, "resize", guarded)
+
+
+def test_a_resize_over_max_pixels_skips_that_image_before_pillow_allocates(tmp_path, rng,
+                                                                           monkeypatch):
+    _refuse_large_resizes(monkeypatch, 10_000)
+    root = tmp_path / "data"
+    root.mkdir()
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 256, (4, 4, 3), dtype=np.uint8)).save(root / f"{i}.png")
+    Image.fromarray(rng.integers(0, 256, (1, 200, 3), dtype=np.uint8)).save(root / "thin.png")
+    stats = normstats.compute(root, resize=100, max_pixels=10_000, scheduler="sync",
+                              cache=False)
+    # 4x4 -> 100x100 is exactly the limit: kept; 1x200 -> 100x20000 is over it: skipped
+    expected = [torchvision_like(root / f"{i}.png", 100, None) for i in range(3)]
+    assert_matches_oracle(stats, expected, 255)
+    assert [(s.path, s.reason) for s in stats.skipped] == [
+        ("thin.png", "Resize(100) makes it 100x20000 = 2000000 pixels, over the limit of "
+                     "10000 pixels; use a smaller --resize, or raise --max-pixels if the "
+                     "memory is there")]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"resize": 101}, "--resize 101 makes every image at least 101x101 = 10201 pixels, over "
+                      "the limit of 10000 pixels (--max-pixels), so every file would be "
+                      "skipped; use a smaller --resize, or raise --max-pixels if the memory "
+                      "is there"),
+    ({"center_crop": 101}, "--center-crop 101 makes every image 101x101 = 10201 pixels"),
+])
+def test_sizes_whose_every_output_is_over_max_pixels_are_option_errors(tmp_path, monkeypatch,
+                                                                       options, message):
+    _refuse_large_resizes(monkeypatch, 10_000)
+    root = tmp_path / "data"
+    root.mkdir()
+    Image.new("RGB", (4, 4)).save(root / "a.png")
+    with pytest.raises(InvalidOptionError) as raised:
+        normstats.compute(root, max_pixels=10_000, cache=False, **options)
+    assert str(raised.value).startswith(message)
+    assert normstats.compute(root, max_pixels=10_000, cache=False, resize=100,
+                             center_crop=100).images == 1  # the limit itself is allowed
