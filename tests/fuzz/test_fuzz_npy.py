@@ -52,7 +52,7 @@ def damaged_npy(draw) -> bytes:
             data[at] ^= 1 << draw(st.integers(0, 7))
         elif kind == "body" and len(data) > 128:  # values change, the file stays readable
             data[draw(st.integers(128, len(data) - 1))] = draw(st.integers(0, 255))
-        elif kind == "header_word":
+        elif kind == "header_word" and len(data) >= 10:
             at = draw(st.integers(10, min(len(data), 128)))
             data[at:at] = draw(st.sampled_from(_HEADER_WORDS))
         elif kind == "cut":
