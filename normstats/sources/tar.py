@@ -27,7 +27,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.errors import NormstatsError, RefusedInputError, SkipKind, UnreadableInputError
 from normstats.maths.records import Skipped
 from normstats.sources.base import Task, default_task_size, split_evenly
 from normstats.sources.confined import outside_reason
@@ -41,8 +41,8 @@ from normstats.sources.decoding.decode import (
 )
 from normstats.sources.decoding.file_read import open_regular, too_large_reason
 from normstats.sources.folder import DecodingTask
-from normstats.sources.found_files import DUPLICATE
-from normstats.sources.tar_headers import checked_members, list_members
+from normstats.sources.tar_guards import checked_members, open_tar
+from normstats.sources.tar_headers import list_members
 
 __all__ = ["TarSource", "TarTask", "Member", "scan_shard", "read_shard_index"]
 
@@ -151,9 +151,11 @@ def _link_skipped(path: str, info: tarfile.TarInfo, files: dict, image_ext: str 
         posixpath.normpath(posixpath.join(posixpath.dirname(info.name), info.linkname))
     if target in files and _is_image(target, image_ext):
         return Skipped(f"{path}:{info.name}",
-                       f"{DUPLICATE} {path}:{target} (a {kind} link); counted once")
+                       f"same file as {path}:{target} (a {kind} link); counted once",
+                       SkipKind.DUPLICATE)
     return Skipped(f"{path}:{info.name}", f"a {kind} link to {info.linkname!r}, which is "
-                                          "not an image file of the shard; not followed")
+                                          "not an image file of the shard; not followed",
+                   SkipKind.REFUSED)
 
 
 def _check_end_blocks(path: str, end: int) -> None:
@@ -223,12 +225,12 @@ class TarTask(DecodingTask):
             try:
                 if data is None:  # over the byte limit: never read (a 6 GiB member of a
                     # 28 MB .tar.gz would otherwise be inflated into memory)
-                    raise UnreadableInputError(too_large_reason(member.size, self.limit), key)
+                    raise RefusedInputError(too_large_reason(member.size, self.limit), key)
                 image = decode_bytes(data, key, self.policy, scratch)
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise
-                skipped.append(Skipped(f"{self.path}:{member.name}", error.reason))
+                skipped.append(Skipped(f"{self.path}:{member.name}", error.reason, error.kind))
                 continue
             yield key, image
 
@@ -251,7 +253,7 @@ class TarTask(DecodingTask):
             return
         wanted = {m.name: m for m in self.members}
         with open_regular(self.path) as handle, \
-                tarfile.open(fileobj=handle, mode="r|gz") as tar:
+                open_tar(handle, self.path, compressed=True) as tar:
             size = os.fstat(handle.fileno()).st_size
             for info in checked_members(tar, size, self.path, compressed=True):
                 member = wanted.get(info.name)
@@ -302,7 +304,7 @@ class TarSource:
             except UnreadableInputError as error:  # a FIFO or device named like a shard:
                 if fail_fast:                      # skipped unread, as in a folder
                     raise
-                skipped.append(Skipped(path, error.reason))
+                skipped.append(Skipped(path, error.reason, error.kind))
         self.shards = tuple(shards)
         self.mode = self.policy.mode
         self.channel_names = None if self.mode == "keep" else channel_names_for(self.mode, 0)

@@ -9,11 +9,8 @@ the ustar prefix, old-style folders, unknown member types). Anything else — pa
 headers, GNU long names, sparse files, a bad checksum, a field `tarfile` would refuse, a
 cut header — is left to `tarfile` (`plain_headers` returns None), whose listing applies.
 
-No header is trusted for a size: a member (or extended header) said to run past the end
-of the shard is an error naming it before anything is read or allocated, and `tarfile`
-reads through a file object whose reads stop at the end of the shard (it reads an
-extended header's claimed size in one call) and never steps backwards (a negative size
-would make it list the same member forever).
+No header is trusted for a size: both ways of listing check every size they read as
+`normstats.sources.tar_guards` says, before anything is read or allocated.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from typing import Any
 
 from normstats.errors import NormstatsError
 from normstats.sources.decoding.file_read import open_regular
-from normstats.sources.packed import MAX_DEFLATE_RATIO
+from normstats.sources.tar_guards import check_extended, check_size, checked_members, open_tar
 
 __all__ = ["Header", "plain_headers", "list_members"]
 
@@ -114,7 +111,8 @@ def _read_headers(handle: io.BufferedReader, size: int, path: str
         if kind == b"x":
             if pax is not None:  # two in a row: tarfile lets the first one win
                 return None
-            _check_size(path, name, length, offset + 512, size)
+            check_extended(path, kind, name, length, offset)
+            check_size(path, name, length, offset + 512, size)
             pax = _pax_records(handle.read(-(-length // 512) * 512))
             if pax is None:
                 return None
@@ -125,7 +123,7 @@ def _read_headers(handle: io.BufferedReader, size: int, path: str
             link = pax.get(b"linkpath", link)
             length = int(pax.get(b"size", length))
         if kind not in _NO_DATA:
-            _check_size(path, name, length, offset + 512, size)
+            check_size(path, name, length, offset + 512, size)
         pax = None
         headers.append(Header(name.decode("utf-8", "surrogateescape"), length, offset + 512,
                               kind, link.decode("utf-8", "surrogateescape")))
@@ -164,21 +162,6 @@ def _names(block: bytes, kind: bytes) -> tuple[bytes, bytes]:
     if kind == b"5":
         name = name.rstrip(b"/")  # again, with the prefix (tarfile does both)
     return name, block[157:257].split(b"\0", 1)[0]
-
-
-def _check_size(path: str, name: bytes | str, length: int, start: int, size: int,
-                packed: int | None = None) -> None:
-    """Refuse a header whose data would run past the end of the shard (``size`` bytes, or
-    what a gzip stream of ``packed`` bytes can hold), before anything is read."""
-    shown = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
-    if length < 0:
-        raise NormstatsError(f"member {shown} has a negative size ({length:,}) in its "
-                             "header: a damaged shard", path=path)
-    if start + length > size:
-        end = f"the shard ends at {size:,}" if packed is None else \
-            f"a gzip stream of {packed:,} bytes cannot hold that much"
-        raise NormstatsError(f"truncated inside member {shown}: its header gives "
-                             f"{length:,} bytes from offset {start:,}, and {end}", path=path)
 
 
 def _pax_records(data: bytes) -> dict[bytes, bytes] | None:
@@ -232,8 +215,7 @@ def list_members(path: str, compressed: bool) -> tuple[list[Any], int | None]:
                 return listed
             handle.seek(0)
         try:
-            with tarfile.open(fileobj=handle if compressed else _Clamped(handle, size),
-                              mode="r|gz" if compressed else "r:") as tar:
+            with open_tar(handle, path, compressed) as tar:
                 infos = list(checked_members(tar, size, path, compressed))
                 return infos, None if compressed else tar.offset
         except (tarfile.TarError, EOFError, OSError, ValueError, IndexError,
@@ -243,49 +225,3 @@ def list_members(path: str, compressed: bool) -> tuple[list[Any], int | None]:
             truncated = isinstance(error, EOFError) or "unexpected end" in str(error)
             raise NormstatsError(f"{'truncated' if truncated else 'not a readable tar shard'}"
                                  f" ({error or type(error).__name__})", path=path) from None
-
-
-def checked_members(tar: tarfile.TarFile, size: int, path: str, compressed: bool) -> Any:
-    """The members of ``tar`` one by one, each checked before `tarfile` moves past it:
-    a negative size (it would step back and list the same member forever) and data past
-    the end of the shard (in a stream, seeking there would take forever) are errors.
-
-    Examples
-    --------
-    >>> import io, tarfile
-    >>> buffer = io.BytesIO()
-    >>> with tarfile.open(fileobj=buffer, mode="w") as tar:
-    ...     info = tarfile.TarInfo("a.png"); info.size = 3
-    ...     tar.addfile(info, io.BytesIO(b"abc"))
-    >>> size = len(buffer.getvalue()); _ = buffer.seek(0)
-    >>> [i.name for i in checked_members(tarfile.open(fileobj=buffer), size, "s.tar", False)]
-    ['a.png']
-    """
-    bound = size * MAX_DEFLATE_RATIO + (1 << 16) if compressed else size
-    for info in tar:
-        if info.issparse():  # its data is not where a plain read would look
-            raise NormstatsError(f"member {info.name} is a sparse file, which normstats "
-                                 "does not read from a shard", path=path)
-        if info.isfile() or info.type not in tarfile.SUPPORTED_TYPES:
-            _check_size(path, info.name, info.size, info.offset_data, bound,
-                        size if compressed else None)
-        yield info
-
-
-class _Clamped:
-    """A shard file for `tarfile` whose reads and seeks stop at the end of the shard."""
-
-    def __init__(self, handle: io.BufferedReader, size: int) -> None:
-        self.handle, self.size, self.name, self.mode = handle, size, handle.name, "rb"
-
-    def read(self, count: int = -1) -> bytes:
-        left = max(0, self.size - self.handle.tell())
-        return self.handle.read(left if count is None or count < 0 else min(count, left))
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if whence == 0:
-            offset = min(max(0, offset), self.size)
-        return self.handle.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self.handle.tell()
