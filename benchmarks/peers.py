@@ -96,7 +96,8 @@ def _decode_chunk(paths: list[str]) -> int:
 
 
 def _decode_chunk_normstats(paths: list[str]) -> int:
-    from normstats.sources.decoding.decode import DecodePolicy, Scratch, decode_file
+    from normstats.sources.decoding.decode import Scratch, decode_file
+    from normstats.sources.decoding.policy import DecodePolicy
 
     policy, scratch = DecodePolicy("RGB"), Scratch()  # one reused buffer, as normstats does
     return sum(decode_file(path, policy, scratch=scratch).pixels.shape[0] for path in paths)

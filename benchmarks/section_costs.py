@@ -18,7 +18,8 @@ def _run_task(task) -> object:
 
 def bench_overhead(quick: bool) -> dict:
     """Per-image cost of statistics, walking and scheduling, for small PNGs."""
-    from normstats.sources.decoding.decode import DecodePolicy, decode_file
+    from normstats.sources.decoding.decode import decode_file
+    from normstats.sources.decoding.policy import DecodePolicy
     from normstats.sources.folder import FolderSource
 
     count = 4_000 if quick else 20_000

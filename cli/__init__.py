@@ -8,29 +8,26 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from normstats_cli.cache import cache_group, cache_setting, compute_cache_options, record_extras
+from normstats_cli.cache import cache_group, cache_setting
 from normstats_cli.compare import compare_command, condition_command
 from normstats_cli.compute_options import (
-    check_output_options,
-    extra_options,
-    pop_extras,
-    render_export,
-    run_extras,
+    analysis_flags,
+    cache_flags,
+    check_compute_arguments,
+    output_flags,
+    read_flags,
+    read_options_from,
+    render_result,
+    run_flags,
 )
-from normstats_cli.distributed import cluster_options, scheduler_option
 from normstats_cli.errors import user_errors
 from normstats_cli.manifests import compute_manifest_from_cli, manifests_command, verify_command
 
 __all__ = ["main", "run"]
-
-_MODES = ("RGB", "L", "RGBA", "keep")
-_LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
-
 
 class _Group(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
@@ -66,121 +63,78 @@ def _show_usage_line(self: click.UsageError, file: Any = None) -> None:
     click.echo(f"normstats: error: {self.format_message()}{where}", err=True)
 
 
+def _print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    """``--version``: the version and the kernel in use (an installation built without a C
+    compiler computes the same results with numpy, more slowly)."""
+    if not value or ctx.resilient_parsing:
+        return
+    import normstats
+
+    click.echo(f"normstats {normstats.__version__}\nkernel: {normstats.kernel_info()}")
+    ctx.exit()
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="normstats")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version,
+              help="Print the version and the statistics kernel in use (compiled C or numpy).")
 def main() -> None:
     """Exact per-channel normalization constants of image datasets."""
 
 
-def _compute_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option("--mode", type=click.Choice(_MODES, case_sensitive=False), default="RGB",
-                     show_default=True, metavar="[" + "|".join(_MODES) + "]",
-                     help="Decode policy for image files: RGB as torchvision's loader; keep = "
-                          "native channels and bit depth (16-bit stays 16-bit)."),
-        click.option("--layout", type=click.Choice(_LAYOUTS, case_sensitive=False), default=None,
-                     metavar="[" + "|".join(_LAYOUTS) + "]",
-                     help="Array layout (default: detected; see the docs)."),
-        click.option("--scale", type=float, default=None,
-                     help="Divide reported values by this (default: 255 for 8-bit, "
-                          "65535 for 16-bit, 1 for float)."),
-        click.option("--channels", default=None, help="Channel names, comma separated."),
-        click.option("--on-error", type=click.Choice(("skip", "fail"), case_sensitive=False),
-                     default="skip",
-                     show_default=True, help="Skip unreadable files (named) or stop at the "
-                                             "first."),
-        click.option("--max-pixels", type=click.IntRange(min=1), default=None,
-                     help="Decompression-bomb limit per image (default: Pillow's)."),
-        click.option("--max-file-bytes", type=click.IntRange(min=1), default=None,
-                     help="Skip image files (and tar members) larger than this, unread "
-                          "(default: 8 bytes per --max-pixels pixel + 64 MiB)."),
-        click.option("--allow-missing-chunks", is_flag=True, default=False,
-                     help="Read the chunks a zarr store lacks as its fill value (and say how "
-                          "many images that made) instead of refusing the store."),
-        click.option("--workers", type=click.IntRange(min=1), default=None,
-                     help="Parallel workers of the local pool or of --local-cluster "
-                          "(default: usable CPUs)."),
-        scheduler_option,
-        click.option("--task-size", type=click.IntRange(min=1), default=None,
-                     help="Images per Dask task."),
-        click.option("--progress/--no-progress", default=None,
-                     help="Progress bar on stderr (default: when stderr is a terminal)."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str), metavar="[PATH]...")
-@_compute_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
-@click.option("--variant", default="std", show_default=True,
-              help="Std variant of the Normalize line (std, per_image_std, ...).")
-@click.option("--format", "format", default=None,
-              help="Dataset file format (idx, cifar10-bin, cifar100-bin, cifar-python, tar, "
-                   "npz, parquet, image, ...; default: detected from content and name).")
-@click.option("--column", "image_key", default=None,
-              help="The image column of Parquet files that have several.")
+@read_flags
+@run_flags
+@analysis_flags
+@cache_flags
+@output_flags
 @click.option("--manifest", default=None, help="Compute a known dataset (normstats manifests) "
                                                "instead of PATH; needs --root.")
 @click.option("--root", default=None, type=click.Path(exists=True, file_okay=False),
               help="Folder holding the --manifest files.")
-@compute_cache_options
-@extra_options
 @user_errors
-@cluster_options
-def compute(paths: tuple[str, ...], as_json: bool, variant: str, channels: str | None,
-            manifest: str | None, root: str | None, cache_dir: str | None, no_cache: bool,
-            verify_cache: str | None, by_folder: bool, outliers: bool, **options: Any) -> None:
+def compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None, bgr: bool,
+            manifest: str | None, root: str | None, no_cache: bool,
+            **arguments: Any) -> None:
     """Compute the normalization constants of PATH: a folder of images (or of WebDataset
     tar shards or Parquet files), an image, .npy, zarr, IDX, CIFAR batch, tar shard, .npz
     or Parquet file. Several PATHs, globs ('train/*.tar') and brace ranges
     ('shard-{000000..000099}.tar') are computed as one dataset, their union. Or a known
-    dataset with --manifest NAME --root DIR."""
-    import json
+    dataset with --manifest NAME --root DIR.
 
+    Every option is the argument of normstats.compute (or field of normstats.ReadOptions)
+    of the same name, but the printing ones (--json, --variant, --to, --bgr), --no-cache
+    (cache=False) and --manifest/--root."""
     import normstats
-    from normstats.maths.text_report import render_report
 
-    names = tuple(c.strip() for c in channels.split(",")) if channels else None
-    more = pop_extras(options)  # --to/--bgr/--sample/--seed/--precision/--percentiles
-    check_output_options(more, as_json)
-    collector = None
-    path: str | list[str] | None = (None if not paths else paths[0] if len(paths) == 1
-                                    else list(paths))
-    if manifest and paths:
+    if to and as_json:
+        raise click.UsageError("--to prints the constants for one framework and --json the "
+                               "whole result: choose one")
+    options = read_options_from(arguments)
+    arguments["cache"] = cache_setting(arguments["cache"], no_cache)
+    check_compute_arguments(arguments)
+    if manifest:
+        stats = _manifest(manifest, root, paths, options, arguments)
+    elif not paths:
+        raise click.UsageError("give PATH, or --manifest NAME --root DIR")
+    else:
+        stats = normstats.compute(paths[0] if len(paths) == 1 else list(paths),
+                                  options=options, **arguments)
+    click.echo(render_result(stats, variant, as_json, to, bgr))
+
+
+def _manifest(name: str, root: str | None, paths: tuple[str, ...], options: Any,
+              arguments: dict[str, Any]) -> Any:
+    """``compute --manifest NAME --root DIR``: the manifest's own files under DIR."""
+    if paths:
         raise click.UsageError(f"--manifest computes the manifest's own files under --root; "
                                f"remove the extra PATH {' '.join(paths)}")
-    if manifest and more.handles_computation:
-        raise click.UsageError("--sample, --precision and --percentiles take PATH, not --manifest")
-    if verify_cache is not None and (manifest or more.handles_computation or no_cache):
-        raise click.UsageError("--verify-cache checks the record cache of a plain compute of "
-                               "PATH: not with --manifest, --sample, --precision, "
-                               "--percentiles or --no-cache")
-    if manifest:
-        stats = compute_manifest_from_cli(manifest, root, channels=names, **options)
-    elif path is None:
-        raise click.UsageError("give PATH, or --manifest NAME --root DIR")
-    elif more.handles_computation:
-        click.echo(run_extras(path, names, variant, as_json, more, options))
-        return
-    else:
-        collector = None
-        if by_folder or outliers:
-            from normstats.analyses.record_reports import RecordCollector
-
-            collector = RecordCollector()
-        stats = normstats.compute(path, channels=names, on_result=collector,
-                                  cache=cache_setting(cache_dir, no_cache),
-                                  verify_cache=verify_cache, **options)
-    extras, lines = record_extras(stats, collector, by_folder, outliers)
-    if more.to:
-        click.echo(render_export(stats, more, variant))
-    elif as_json:
-        click.echo(json.dumps({**stats.to_dict(), **extras}, indent=2))
-    else:
-        click.echo("\n".join([render_report(stats, variant)] + lines))
+    if any(arguments.get(k) is not None for k in ("sample", "precision", "verify_cache")) \
+            or arguments.get("percentiles"):
+        raise click.UsageError("--sample, --precision, --percentiles and --verify-cache take "
+                               "PATH, not --manifest")
+    return compute_manifest_from_cli(name, root, options=options, **arguments)
 
 
 @main.command()

@@ -9,15 +9,13 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
 from normstats.maths.text_report import printable
 
-__all__ = ["cache_group", "compute_cache_options", "cache_setting", "record_extras"]
+__all__ = ["cache_group", "cache_setting"]
 
 
 def _size(count: int) -> str:
@@ -40,27 +38,6 @@ _cache_option = click.option(
          "~/.cache/normstats).")
 
 
-def compute_cache_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The cache and record-report options of ``normstats compute``."""
-    options = [
-        click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=str),
-                     default=None, help="Record cache directory (default: $NORMSTATS_CACHE, "
-                     "else $XDG_CACHE_HOME/normstats or ~/.cache/normstats)."),
-        click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
-        click.option("--verify-cache", metavar="N|all", default=None,
-                     help="Decode N randomly drawn cached files (or all) again and name any "
-                          "whose cached record no longer matches; the result uses the fresh "
-                          "records."),
-        click.option("--by-folder", is_flag=True,
-                     help="Also statistics per immediate sub-folder (classes, splits)."),
-        click.option("--outliers", is_flag=True,
-                     help="Also list unusual images: extreme mean or std, blank, grayscale."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
 def cache_setting(cache_dir: str | None, no_cache: bool) -> str | bool:
     """What ``compute(cache=...)`` gets from the command line: on unless told otherwise."""
     from normstats.engine.cache_location import cache_enabled_by_default
@@ -68,35 +45,6 @@ def cache_setting(cache_dir: str | None, no_cache: bool) -> str | bool:
     if no_cache:
         return False
     return cache_dir or cache_enabled_by_default()
-
-
-def record_extras(stats: Any, collector: Any, by_folder: bool,
-                  outliers: bool) -> tuple[dict[str, Any], list[str]]:
-    """By-folder and outlier reports from the collected records: JSON fields and lines."""
-    from normstats.analyses.record_reports import by_folder as folders_of
-    from normstats.analyses.record_reports import (
-        find_outliers,
-        grayscale_check_off,
-        render_by_folder,
-        render_outliers,
-    )
-
-    records = collector.records() if collector is not None else None
-    data: dict[str, Any] = {}
-    lines: list[str] = []
-    if records is not None and by_folder:
-        per_folder = folders_of(records, stats.skipped, scale=stats.scale,
-                                channels=stats.channels, mode=stats.mode, kind=stats.kind)
-        data["by_folder"] = {name: s.to_dict() for name, s in per_folder.items()}
-        lines += [""] + render_by_folder(per_folder)
-    if records is not None and outliers:
-        found = find_outliers(records, scale=stats.scale)
-        note = grayscale_check_off(records)
-        data["outliers"] = [o.to_dict() for o in found]
-        if note:
-            data["outliers_note"] = note
-        lines += [""] + render_outliers(found, note=note)
-    return data, lines
 
 
 @click.group("cache")

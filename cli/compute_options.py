@@ -1,162 +1,194 @@
-"""The ``compute`` command's export, preprocessing, sampling and percentile options.
+"""The flags of the commands that compute, and how their results are printed.
 
-Kept out of `normstats_cli` so that module stays a thin list of commands:
-`extra_options` adds the options, `pop_extras` takes those that are not arguments of
-`normstats.compute` (``--resize`` and ``--center-crop`` are, and pass straight
-through), and `run_extras` / `render_export` produce the output.
+Each flag is an argument of `normstats.compute` (or a field of `normstats.ReadOptions`)
+with the same name, ``--center-crop`` for ``center_crop``: the commands parse flags into
+those arguments, `read_options_from` builds the one options object from the reading
+flags (the only place the command line makes one), and `render_result` prints what
+`normstats.compute` returned. Only presentation is the command line's own: ``--json``,
+``--variant``, ``--to``, ``--bgr`` (and ``--no-cache``, its spelling of ``cache=False``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from normstats.maths.exporters import FORMATS
+from normstats_cli.distributed import scheduler_option
 
-__all__ = ["Extras", "extra_options", "pop_extras", "run_extras", "render_export",
-           "check_output_options"]
+__all__ = ["read_flags", "run_flags", "analysis_flags", "cache_flags", "output_flags",
+           "read_options_from", "check_compute_arguments", "render_result", "render_export",
+           "MODES", "LAYOUTS"]
 
-_RUN_KEYS = ("workers", "scheduler", "task_size", "progress")
-_OPEN_KEYS = ("mode", "layout", "max_pixels", "max_file_bytes", "format", "image_key")
-
-
-@dataclass(frozen=True)
-class Extras:
-    """The options of `extra_options` that change what ``compute`` does or prints."""
-
-    to: str | None = None
-    bgr: bool = False
-    sample: int | None = None
-    seed: int | None = None
-    precision: float | None = None
-    percentiles: bool = False
-
-    @property
-    def sampling(self) -> bool:
-        return self.sample is not None or self.precision is not None
-
-    @property
-    def handles_computation(self) -> bool:
-        """True when `run_extras` must compute instead of `normstats.compute`."""
-        return self.sampling or self.percentiles
+MODES = ("RGB", "L", "RGBA", "keep")
+LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
+#: The reading flags: the fields of `normstats.ReadOptions`, in its order.
+_READ = ("mode", "layout", "scale", "channels", "on_error", "max_pixels", "max_file_bytes",
+         "resize", "center_crop", "format", "image_key", "allow_missing_chunks")
 
 
-def extra_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --to/--bgr, --resize/--center-crop, --sample/--seed/--precision, --percentiles."""
-    options = [
-        click.option("--to", "--export", "to", type=click.Choice(FORMATS, case_sensitive=False),
-                     default=None,
-                     help="Print the constants in a framework's convention instead of the "
-                          "report (the --variant std; see docs/exporters.md)."),
-        click.option("--bgr", is_flag=True, help="Reverse the channel order in the export."),
-        click.option("--resize", type=click.IntRange(min=1), default=None,
-                     help="Statistics after torchvision Resize(N): shorter side to N."),
-        click.option("--center-crop", "center_crop", type=click.IntRange(min=1), default=None,
-                     help="Statistics after torchvision CenterCrop(N) (after --resize)."),
-        click.option("--sample", type=click.IntRange(min=1), default=None,
-                     help="Estimate from N random images, with 95% confidence intervals."),
-        click.option("--seed", type=click.IntRange(min=0), default=None,
-                     help="Seed of the --sample draw (a non-negative integer)."),
-        click.option("--precision", type=float, default=None,
-                     help="Double the sample until every 95% half-width is below this."),
-        click.option("--percentiles", is_flag=True,
-                     help="Also the exact 0.5th/99.5th percentiles (integer images; one "
-                          "decode, no record cache)."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+def _add(options: list[Callable[[Any], Any]]) -> Callable[[Callable[..., Any]], Any]:
+    def decorate(command: Callable[..., Any]) -> Any:
+        for option in reversed(options):
+            command = option(command)
+        return command
+    return decorate
 
 
-def pop_extras(options: dict[str, Any]) -> Extras:
-    """Remove this module's options from ``options`` (leaving resize/center_crop in)."""
-    return Extras(**{name: options.pop(name) for name in
-                     ("to", "bgr", "sample", "seed", "precision", "percentiles")})
+read_flags = _add([
+    click.option("--mode", type=click.Choice(MODES, case_sensitive=False), default="RGB",
+                 show_default=True, metavar="[" + "|".join(MODES) + "]",
+                 help="Decode policy for image files: RGB as torchvision's loader; keep = "
+                      "native channels and bit depth (16-bit stays 16-bit)."),
+    click.option("--layout", type=click.Choice(LAYOUTS, case_sensitive=False), default=None,
+                 metavar="[" + "|".join(LAYOUTS) + "]",
+                 help="Array layout (default: detected; see the docs)."),
+    click.option("--scale", type=float, default=None,
+                 help="Divide reported values by this (default: 255 for 8-bit, 65535 for "
+                      "16-bit, 1 for float)."),
+    click.option("--channels", default=None, help="Channel names, comma separated."),
+    click.option("--on-error", type=click.Choice(("skip", "fail"), case_sensitive=False),
+                 default="skip", show_default=True,
+                 help="Skip unreadable files (named) or stop at the first."),
+    click.option("--max-pixels", type=click.IntRange(min=1), default=None,
+                 help="Decompression-bomb limit per image (default: Pillow's)."),
+    click.option("--max-file-bytes", type=click.IntRange(min=1), default=None,
+                 help="Skip image files (and tar members) larger than this, unread "
+                      "(default: 8 bytes per --max-pixels pixel + 64 MiB)."),
+    click.option("--resize", type=click.IntRange(min=1), default=None,
+                 help="Statistics after torchvision Resize(N): shorter side to N."),
+    click.option("--center-crop", type=click.IntRange(min=1), default=None,
+                 help="Statistics after torchvision CenterCrop(N) (after --resize)."),
+    click.option("--format", default=None,
+                 help="Dataset file format (idx, cifar10-bin, cifar100-bin, cifar-python, tar, "
+                      "npz, parquet, image, ...; default: detected from content and name)."),
+    click.option("--image-key", default=None,
+                 help="The image field of dict items, or the image column of Parquet files "
+                      "that have several."),
+    click.option("--allow-missing-chunks", is_flag=True, default=False,
+                 help="Read the chunks a zarr store lacks as its fill value (and say how "
+                      "many images that made) instead of refusing the store."),
+])
+
+run_flags = _add([
+    click.option("--workers", type=click.IntRange(min=1), default=None,
+                 help="Parallel workers of the local pool or of --local-cluster "
+                      "(default: usable CPUs)."),
+    scheduler_option,
+    click.option("--task-size", type=click.IntRange(min=1), default=None,
+                 help="Images per task."),
+    click.option("--progress/--no-progress", default=None,
+                 help="Progress bar on stderr (default: when stderr is a terminal)."),
+    click.option("--local-cluster", is_flag=True,
+                 help="Start a dask.distributed cluster of --workers processes on this "
+                      "machine for the run (default: the faster local scheduler)."),
+    click.option("--threads-per-worker", type=click.IntRange(min=1), default=None,
+                 help="Threads per worker process of --local-cluster (default 1)."),
+])
+
+analysis_flags = _add([
+    click.option("--sample", type=click.IntRange(min=1), default=None,
+                 help="Estimate from N random images, with 95% confidence intervals."),
+    click.option("--seed", type=click.IntRange(min=0), default=None,
+                 help="Seed of the --sample draw (a non-negative integer)."),
+    click.option("--precision", type=float, default=None,
+                 help="Double the sample until every 95% half-width is below this."),
+    click.option("--percentiles", is_flag=True,
+                 help="Also the exact 0.5th/99.5th percentiles (integer images; one decode, "
+                      "no record cache)."),
+    click.option("--by-folder", is_flag=True,
+                 help="Also statistics per immediate sub-folder (classes, splits)."),
+    click.option("--outliers", is_flag=True,
+                 help="Also list unusual images: extreme mean or std, blank, grayscale."),
+])
+
+cache_flags = _add([
+    click.option("--cache", type=click.Path(file_okay=False, path_type=str), default=None,
+                 help="Record cache directory (default: $NORMSTATS_CACHE, else "
+                      "$XDG_CACHE_HOME/normstats or ~/.cache/normstats)."),
+    click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
+    click.option("--verify-cache", metavar="N|all", default=None,
+                 help="Decode N randomly drawn cached files (or all) again and name any whose "
+                      "cached record no longer matches; the result uses the fresh records."),
+])
+
+output_flags = _add([
+    click.option("--json", "as_json", is_flag=True,
+                 help="Print the result as one JSON object (DatasetStats.to_json)."),
+    click.option("--variant", default="std", show_default=True,
+                 help="Std variant of the Normalize line and of --to (std, per_image_std, ...)."),
+    click.option("--to", type=click.Choice(FORMATS, case_sensitive=False), default=None,
+                 help="Print the constants in a framework's convention instead of the report "
+                      "(see docs/exporters.md)."),
+    click.option("--bgr", is_flag=True, help="Reverse the channel order in the --to export."),
+])
 
 
-def check_output_options(extras: Extras, as_json: bool) -> None:
-    """Refuse output options that contradict each other, before any work."""
-    if extras.to and as_json:
-        raise click.UsageError("--to prints the constants for one framework and --json the "
-                               "whole report: choose one (--to json gives the constants as "
-                               "JSON)")
+def read_options_from(flags: dict[str, Any]) -> Any:
+    """The `normstats.ReadOptions` of the reading flags, which are taken out of ``flags``."""
+    from normstats import ReadOptions
+
+    return ReadOptions(**{name: flags.pop(name) for name in _READ if name in flags})
 
 
-def render_export(stats: Any, extras: Extras, variant: str, note: str = "") -> str:
+def check_compute_arguments(arguments: dict[str, Any]) -> None:
+    """Contradictory arguments of `normstats.compute` are mistakes of the command line
+    (exit status 2), found before any work."""
+    from normstats.analyses.compute import check_arguments
+    from normstats.errors import InvalidOptionError
+
+    checked = ("sample", "seed", "precision", "percentiles", "by_folder", "outliers", "cache",
+               "verify_cache", "workers", "scheduler", "local_cluster", "threads_per_worker")
+    try:
+        check_arguments(**{name: arguments[name] for name in checked if name in arguments})
+    except InvalidOptionError as error:
+        raise click.UsageError(str(error)) from None
+
+
+def render_result(stats: Any, variant: str, as_json: bool, to: str | None, bgr: bool) -> str:
+    """What ``normstats compute`` prints of a result: its JSON, an export, or the report
+    with what the result carries beside the constants."""
+    from normstats.analyses.record_reports import render_by_folder, render_outliers
+    from normstats.analyses.sampling import render_estimate
+    from normstats.maths.text_report import render_report
+
+    if as_json:
+        return stats.to_json()
+    banner = render_estimate(stats) if stats.estimate is not None else []
+    if to:
+        return render_export(stats, to, variant, bgr, banner[0] if banner else "")
+    lines = banner[:1] + [render_report(stats, variant)] + ([""] + banner[1:] if banner else [])
+    if stats.percentiles is not None:
+        lines += ["", "robust range for min-max scaling (exact 0.5th / 99.5th percentiles):"]
+        lines += [f"  {name}: {low:.4f} .. {high:.4f}" for name, low, high in
+                  zip(stats.channels, stats.percentiles["p0.5"], stats.percentiles["p99.5"])]
+    if stats.by_folder is not None:
+        lines += [""] + render_by_folder(stats.by_folder)
+    if stats.outliers is not None:
+        lines += [""] + render_outliers(stats.outliers)
+    return "\n".join(lines)
+
+
+def render_export(stats: Any, to: str, variant: str, bgr: bool, note: str = "") -> str:
     """``stats.to(...)`` with an optional leading note (an estimate says so).
 
     The export holds only the constants, so skipped files are reported on stderr: a user
     pasting them must still learn that some files were left out.
     """
-    _report_skipped(stats)
-    text = stats.to(extras.to, variant=variant, bgr=extras.bgr)
-    if not note:
-        return text
-    if extras.to in ("hf", "json"):  # JSON: the note goes in the metadata
-        data = json.loads(text)
-        (data["_normstats"] if extras.to == "hf" else data)["note"] = note
-        return json.dumps(data, indent=2)
-    return f"# {note}\n{text}"
+    import json
 
-
-def _report_skipped(stats: Any) -> None:
     from normstats.maths.text_report import render_skipped
 
     lines = render_skipped(stats)
     if lines:
         click.echo("normstats: " + "\n".join(lines), err=True)
-
-
-def run_extras(data: Any, channels: tuple[str, ...] | None, variant: str, as_json: bool,
-               extras: Extras, options: dict[str, Any]) -> str:
-    """Compute by sampling or with percentiles, and render the output text."""
-    if extras.sampling and extras.percentiles:
-        raise click.UsageError("--percentiles needs every pixel: not with --sample/--precision")
-    if extras.sampling:
-        return _sampled(data, channels, variant, as_json, extras, options)
-    return _with_percentiles(data, channels, variant, as_json, extras, options)
-
-
-def _sampled(data: Any, channels: tuple[str, ...] | None, variant: str, as_json: bool,
-             extras: Extras, options: dict[str, Any]) -> str:
-    from normstats.analyses.sampling import render_estimate
-    from normstats.analyses.sampling_run import sample_estimate
-    from normstats.maths.text_report import render_report
-    from normstats.sources import open_source
-    from normstats.sources.decoding.transforms import transformed_source
-
-    source = open_source(data, fail_fast=options.get("on_error") == "fail", channel_names=channels,
-                         **{k: options[k] for k in _OPEN_KEYS if options.get(k) is not None})
-    source = transformed_source(source, options.get("resize"), options.get("center_crop"))
-    estimate = sample_estimate(source, extras.sample, seed=extras.seed,
-                               precision=extras.precision, scale=options.get("scale"),
-                               channels=channels,
-                               **{k: options[k] for k in _RUN_KEYS if k in options})
-    if as_json:
-        return json.dumps(estimate.to_dict(), indent=2)
-    banner = render_estimate(estimate)
-    if extras.to:
-        return render_export(estimate.stats, extras, variant, banner[0])
-    return "\n".join(banner[:1] + [render_report(estimate.stats, variant), ""] + banner[1:])
-
-
-def _with_percentiles(data: Any, channels: tuple[str, ...] | None, variant: str,
-                      as_json: bool, extras: Extras, options: dict[str, Any]) -> str:
-    from normstats.engine.histogram_run import compute_with_histogram, robust_range
-    from normstats.maths.text_report import render_report
-
-    stats, histogram = compute_with_histogram(data, channels=channels, **options)
-    ranges = robust_range(stats, histogram)
-    if as_json:
-        return json.dumps({**stats.to_dict(), "percentiles": {k: list(v) for k, v in
-                                                              ranges.items()}}, indent=2)
-    if extras.to:
-        return render_export(stats, extras, variant)
-    lines = ["robust range for min-max scaling (exact 0.5th / 99.5th percentiles):"]
-    lines += [f"  {name}: {low:.4f} .. {high:.4f}"
-              for name, low, high in zip(stats.channels, ranges["p0.5"], ranges["p99.5"])]
-    return "\n".join([render_report(stats, variant), ""] + lines)
+    text = stats.to(to, variant=variant, bgr=bgr)
+    if not note:
+        return text
+    if to == "hf":  # JSON: the note goes in its metadata
+        data = json.loads(text)
+        data["_normstats"]["note"] = note
+        return json.dumps(data, indent=2)
+    return f"# {note}\n{text}"

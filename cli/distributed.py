@@ -1,6 +1,7 @@
-"""Command-line options that put ``normstats compute`` on a ``dask.distributed`` cluster.
+"""``--scheduler``: the same option, with the same meaning, on every command that computes.
 
-Three ways to run, chosen by options that never change meaning:
+Three ways to run ``normstats compute``, chosen by options that never change meaning (each
+is the argument of `normstats.compute` of the same name, which checks how they combine):
 
 - default: the local scheduler of the core engine; ``--workers N`` sizes its pool;
 - ``--scheduler ADDRESS`` (``tcp://host:8786`` or a scheduler JSON file): an existing
@@ -12,14 +13,11 @@ Three ways to run, chosen by options that never change meaning:
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
-from typing import Any
 
 import click
 
-__all__ = ["scheduler_option", "cluster_options", "LOCAL_SCHEDULERS"]
+__all__ = ["scheduler_option", "LOCAL_SCHEDULERS"]
 
 LOCAL_SCHEDULERS = ("sync", "threads", "processes")
 
@@ -44,38 +42,3 @@ scheduler_option = click.option(
     help="Local Dask scheduler: sync, threads or processes (default: processes for folders, "
          "threads for arrays); or a running dask.distributed scheduler: tcp://host:8786 or a "
          "scheduler file (.json). See docs/distributed.md.")
-
-
-def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--local-cluster`` and ``--threads-per-worker``; run the command on that cluster."""
-    @click.option("--local-cluster", is_flag=True,
-                  help="Start a dask.distributed cluster of --workers processes on this "
-                       "machine for the run (default: the faster local scheduler).")
-    @click.option("--threads-per-worker", type=click.IntRange(min=1), default=None,
-                  help="Threads per worker process of --local-cluster (default 1).")
-    @functools.wraps(command)
-    def wrapper(*args: Any, local_cluster: bool, threads_per_worker: int | None,
-                **options: Any) -> Any:
-        _check_combination(local_cluster, threads_per_worker, options)
-        if not local_cluster:
-            return command(*args, **options)
-        from normstats.engine.cluster import local_cluster as start
-        from normstats.engine.pipeline import default_workers
-
-        workers = options.pop("workers", None) or default_workers()
-        with start(workers, threads_per_worker or 1) as client:
-            return command(*args, scheduler=client, workers=None,
-                           **{k: v for k, v in options.items() if k != "scheduler"})
-    return wrapper
-
-
-def _check_combination(local_cluster: bool, threads: int | None, options: dict) -> None:
-    scheduler = options.get("scheduler")
-    remote = scheduler is not None and scheduler not in LOCAL_SCHEDULERS
-    if threads is not None and not local_cluster:
-        raise click.UsageError("--threads-per-worker needs --local-cluster")
-    if local_cluster and scheduler is not None:
-        raise click.UsageError("--local-cluster starts its own scheduler; drop --scheduler")
-    if remote and options.get("workers") is not None:
-        raise click.UsageError("--workers sizes a local pool or --local-cluster; with "
-                               "--scheduler ADDRESS the cluster's workers decide")

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from normstats_cli.distributed import scheduler_option
 from normstats_cli.errors import user_errors
 
 __all__ = ["manifests_command", "verify_command", "compute_manifest_from_cli"]
@@ -55,9 +56,7 @@ def compute_manifest_from_cli(name: str, root: str | None, **options: Any) -> An
                                                          path_type=str),
               help="Folder holding the manifest's files.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel workers.")
-@click.option("--scheduler",
-              type=click.Choice(("sync", "threads", "processes"), case_sensitive=False),
-              default=None, help="Local Dask scheduler.")
+@scheduler_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
 @user_errors
 def verify_command(manifest: str, root: str, workers: int | None, scheduler: str | None,

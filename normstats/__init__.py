@@ -5,6 +5,13 @@
 >>> stats.mean
 (0.0, 0.0, 0.0)
 
+How data is read is one object, `ReadOptions`, which `compute`, `images` and `records`
+take as ``options=`` or as keyword arguments of the same names:
+
+>>> options = normstats.ReadOptions(layout="nhwc", channels="R,G,B")
+>>> normstats.compute(np.zeros((4, 8, 8, 3), np.uint8), options=options).channels
+('R', 'G', 'B')
+
 A zarr array whose store lacks chunks (zarr would read them as its fill value) is refused,
 naming them, unless ``compute(..., allow_missing_chunks=True)`` (``images`` takes it too;
 ``--allow-missing-chunks`` on the command line), and then the report says how many images
@@ -25,28 +32,36 @@ from normstats.errors import (
     IncompatibleImagesError,
     InvalidOptionError,
     NormstatsError,
+    RefusedInputError,
+    SkipKind,
+    TransientInputError,
     UnreadableInputError,
 )
 
 if TYPE_CHECKING:
-    from normstats.engine.compute import compute
+    from normstats.analyses.compute import compute
     from normstats.engine.dask_images import images
-    from normstats.engine.dask_records import ImageRecords, records, reduce
+    from normstats.engine.dask_records import ImageRecords, records, reduce, reduce_lazy
+    from normstats.maths.fused import kernel_info
     from normstats.maths.records import Skipped
     from normstats.maths.stats import VARIANTS, DatasetStats
+    from normstats.sources.options import ReadOptions
 
 __version__ = "0.1.0"
 
 #: Public name -> the module that defines it, imported on first use.
 _LAZY = {
-    "compute": "normstats.engine.compute",
+    "compute": "normstats.analyses.compute",
+    "ReadOptions": "normstats.sources.options",
     "images": "normstats.engine.dask_images",
     "records": "normstats.engine.dask_records",
     "reduce": "normstats.engine.dask_records",
+    "reduce_lazy": "normstats.engine.dask_records",
     "ImageRecords": "normstats.engine.dask_records",
     "DatasetStats": "normstats.maths.stats",
     "VARIANTS": "normstats.maths.stats",
     "Skipped": "normstats.maths.records",
+    "kernel_info": "normstats.maths.fused",
 }
 
 __all__ = [
@@ -54,7 +69,9 @@ __all__ = [
     "images",
     "records",
     "reduce",
+    "reduce_lazy",
     "ImageRecords",
+    "ReadOptions",
     "DatasetStats",
     "Skipped",
     "VARIANTS",
@@ -63,6 +80,10 @@ __all__ = [
     "IncompatibleImagesError",
     "InvalidOptionError",
     "UnreadableInputError",
+    "RefusedInputError",
+    "TransientInputError",
+    "SkipKind",
+    "kernel_info",
     "__version__",
 ]
 

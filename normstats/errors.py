@@ -3,41 +3,69 @@
 Every error carries the context a user needs to act on it (a file path, a shape,
 a dtype) and renders as a single line, so a command-line failure reads
 ``normstats: error: <path>: <reason>``.
+
+What kind of failure an error is (about the input's content, refused by a limit, or the
+moment's: `SkipKind`) is its type, never its wording: the reason is for people, and
+programs (the record cache among them) decide by the type or by ``Skipped.kind``.
 """
 
 from __future__ import annotations
+
+import enum
+from typing import ClassVar
 
 __all__ = [
     "NormstatsError",
     "EmptyDatasetError",
     "IncompatibleImagesError",
     "UnreadableInputError",
+    "RefusedInputError",
+    "TransientInputError",
     "InvalidOptionError",
+    "SkipKind",
+    "input_error",
     "OUT_OF_MEMORY_REASON",
-    "TRANSIENT_REASONS",
-    "is_transient_reason",
 ]
 
 OUT_OF_MEMORY_REASON = ("out of memory while decoding (the machine's limit, not the file's "
                         "fault: the file is tried again on the next run)")
 
-# Skip reasons that say nothing about a file's bytes: the machine, the permissions or a race
-# caused them, so the record cache never keeps them as the file's verdict.
-TRANSIENT_REASONS = ("permission denied", "file disappeared", "cannot read file",
-                     "cannot stat file", "is a directory", "out of memory",
-                     # a worker crash may be the machine's fault (out of memory): retry
-                     "crashed its worker")
 
+class SkipKind(enum.StrEnum):
+    """Why an input was left out, for programs; the reason beside it is for people.
 
-def is_transient_reason(reason: str) -> bool:
-    """Whether a skip reason comes from the circumstances rather than the file's bytes.
+    The kind travels with the input as a field (`normstats.Skipped.kind`) or as the type of
+    the error raised (`UnreadableInputError` and its subclasses), never inside the wording,
+    so a reason may say anything without changing what is done with the input.
+
+    Attributes
+    ----------
+    UNREADABLE
+        Its own bytes or values cannot be used: damaged, not an image, a mode that cannot be
+        pooled, a value that is not finite. The verdict holds while the input is unchanged,
+        so the record cache keeps it.
+    REFUSED
+        normstats will not read it: not a regular file (a FIFO, a device), over
+        ``--max-file-bytes`` or ``--max-pixels``, a link out of the dataset. Also a verdict
+        on the unchanged input, kept by the cache; a raised limit reads it.
+    TRANSIENT
+        The moment, not the input: permission denied, the file vanished, a read error, out
+        of memory, the caller's own Pillow limit, a crashed worker. Never cached: the next
+        run tries it again.
+    DUPLICATE
+        Another name (a link, a path given twice) of an input already read: read once, not
+        an error, and never a reason to stop with ``on_error="fail"``.
 
     Examples
     --------
-    >>> is_transient_reason(OUT_OF_MEMORY_REASON), is_transient_reason("zero-byte file")
-    (True, False)
+    >>> SkipKind("transient") is SkipKind.TRANSIENT, str(SkipKind.DUPLICATE)
+    (True, 'duplicate')
     """
-    return reason.startswith(TRANSIENT_REASONS)
+
+    UNREADABLE = "unreadable"
+    REFUSED = "refused"
+    TRANSIENT = "transient"
+    DUPLICATE = "duplicate"
 
 
 class NormstatsError(ValueError):
@@ -56,6 +84,9 @@ class NormstatsError(ValueError):
     'a/b.jpg: not an image'
     """
 
+    #: How an input this error names is counted when it is skipped rather than fatal.
+    kind: ClassVar[SkipKind] = SkipKind.UNREADABLE
+
     def __init__(self, reason: str, path: str | None = None) -> None:
         self.reason = " ".join(str(reason).split())  # errors are one line, always
         self.path = path
@@ -71,7 +102,54 @@ class IncompatibleImagesError(NormstatsError):
 
 
 class UnreadableInputError(NormstatsError):
-    """One input (file, array slice) could not be decoded; it is skipped or, on request, fatal."""
+    """One input (file, array slice) could not be decoded; it is skipped or, on request, fatal.
+
+    The class says the `SkipKind` (``error.kind``): this one is about the input's content;
+    `RefusedInputError` and `TransientInputError` are the other kinds.
+    """
+
+
+class RefusedInputError(UnreadableInputError):
+    """An input normstats will not read: not a regular file, over a limit, out of the dataset.
+
+    Examples
+    --------
+    >>> RefusedInputError("not a regular file (a FIFO (named pipe))", "p.png").kind
+    <SkipKind.REFUSED: 'refused'>
+    """
+
+    kind = SkipKind.REFUSED
+
+
+class TransientInputError(UnreadableInputError):
+    """An input that could not be read now for a reason outside it (permissions, a race, memory).
+
+    The record cache never keeps it as the input's verdict: the next run tries again.
+
+    Examples
+    --------
+    >>> TransientInputError("permission denied", "a.png").kind
+    <SkipKind.TRANSIENT: 'transient'>
+    """
+
+    kind = SkipKind.TRANSIENT
+
+
+_ERROR_OF_KIND: dict[SkipKind, type[UnreadableInputError]] = {
+    SkipKind.REFUSED: RefusedInputError, SkipKind.TRANSIENT: TransientInputError}
+
+
+def input_error(kind: SkipKind, reason: str, path: str | None = None) -> UnreadableInputError:
+    """The error of the type that says ``kind``: how a skipped input stops a run when skips
+    are fatal (``on_error="fail"``), or when a verdict read back from the cache is raised.
+
+    Examples
+    --------
+    >>> error = input_error(SkipKind.TRANSIENT, "permission denied", "a.png")
+    >>> type(error).__name__, str(error)
+    ('TransientInputError', 'a.png: permission denied')
+    """
+    return _ERROR_OF_KIND.get(SkipKind(kind), UnreadableInputError)(reason, path)
 
 
 class InvalidOptionError(NormstatsError):

@@ -26,9 +26,10 @@ from normstats.analyses.manifest_schema import (
     manifest_error,
     parse_manifest,
 )
-from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.errors import NormstatsError, RefusedInputError
 from normstats.maths.records import Skipped
 from normstats.sources.decoding.file_read import not_a_dataset_path, open_regular
+from normstats.sources.options import READ_FIELDS, ReadOptions, read_options
 from normstats.sources.path_patterns import one_path_per_file
 
 __all__ = ["Manifest", "SourceSpec", "Reference", "CLAIMABLE", "load_manifest",
@@ -179,65 +180,67 @@ def _digest(path: str, algo: str) -> str:
     return hasher.hexdigest()
 
 
-def open_manifest_source(manifest: Manifest, root: str, *, max_pixels: int | None = None,
-                         fail_fast: bool = False, max_file_bytes: int | None = None) -> Any:
-    """The source of a manifest's files under ``root`` (several files read as one)."""
+def open_manifest_source(manifest: Manifest, root: str,
+                         options: ReadOptions | None = None) -> Any:
+    """The source of a manifest's files under ``root`` (several files read as one).
+
+    The manifest says how its files are read (format, mode, layout, channels); of
+    ``options``, the limits (``max_pixels``, ``max_file_bytes``), ``on_error`` and the
+    transforms (``resize``, ``center_crop``) apply.
+    """
     from normstats.sources import open_source
     from normstats.sources.concat import ConcatSource
 
     spec = manifest.source
+    given = options or ReadOptions()
+    read = ReadOptions(mode=spec.mode, layout=spec.layout, channels=spec.channels,
+                       format=spec.format, on_error=given.on_error, max_pixels=given.max_pixels,
+                       max_file_bytes=given.max_file_bytes)
     duplicates: list[Skipped] = []  # a file listed twice (or with its link) is read once
     paths = one_path_per_file([manifest_file(manifest, root, f) for f in spec.files],
                               duplicates, f"listed twice in manifest {manifest.name}")
     counts = {resolve_path(manifest, root, f): n for f, n in spec.counts.items()}
-    extra = {"member": spec.member, "image_ext": spec.image_ext, "counts": counts,
-             "max_file_bytes": max_file_bytes}
+    extra = {"member": spec.member, "image_ext": spec.image_ext, "counts": counts}
     parts = []
     for path in paths:
         if not os.path.exists(path):
             raise NormstatsError(f"file of manifest {manifest.name} not found under the root "
                                  f"{root}", path=path)
         if (reason := not_a_dataset_path(path)) is not None:  # a FIFO: before any reader
-            raise UnreadableInputError(reason, path)
-        parts.append(_open_one(path, spec, max_pixels, fail_fast, extra, open_source, root))
+            raise RefusedInputError(reason, path)
+        parts.append(_open_one(path, spec.format, read, extra, open_source, root))
     source = parts[0] if len(parts) == 1 else ConcatSource(parts, f"{root} ({manifest.name})")
     source.skipped = tuple(source.skipped) + tuple(duplicates)
-    return source
+    return open_source(source, resize=given.resize, center_crop=given.center_crop)
 
 
-def _open_one(path: str, spec: SourceSpec, max_pixels: int | None, fail_fast: bool,
-              extra: dict[str, Any], open_source: Any, root: str) -> Any:
-    from normstats.sources.decoding.policy import policy_of
+def _open_one(path: str, format: str, read: ReadOptions, extra: dict[str, Any],
+              open_source: Any, root: str) -> Any:
     from normstats.sources.detect import FILE_FORMATS, open_format
     from normstats.sources.folder import FolderSource
 
-    if spec.format == "folder" and os.path.isdir(path):  # links out of the root: not followed
-        return FolderSource(path, policy_of(spec.mode, max_pixels, extra["max_file_bytes"]),
-                            fail_fast=fail_fast, confine_to=root)
-
-    if spec.format in FILE_FORMATS:
-        return open_format(path, spec.format, mode=spec.mode, layout=spec.layout,
-                           max_pixels=max_pixels, fail_fast=fail_fast,
-                           channel_names=spec.channels, **extra)
-    return open_source(path, mode=spec.mode, layout=spec.layout, max_pixels=max_pixels,
-                       fail_fast=fail_fast, channel_names=spec.channels, format=spec.format,
-                       max_file_bytes=extra["max_file_bytes"])
+    if format == "folder" and os.path.isdir(path):  # links out of the root: not followed
+        return FolderSource(path, read.policy, fail_fast=read.fail_fast, confine_to=root)
+    if format in FILE_FORMATS:
+        return open_format(path, format, policy=read.policy, layout=read.layout,
+                           fail_fast=read.fail_fast, channel_names=read.channels, **extra)
+    return open_source(path, options=read)
 
 
-def compute_manifest(manifest: Manifest, root: str, **options: Any) -> Any:
+def compute_manifest(manifest: Manifest, root: str, *, options: ReadOptions | None = None,
+                     **arguments: Any) -> Any:
     """`normstats.compute` of a manifest's files under ``root``, checksums verified first.
 
-    ``options`` are those of `normstats.compute` (workers, scheduler, scale, ...).
+    ``options`` and ``arguments`` are those of `normstats.compute` (workers, scheduler,
+    scale, by_folder, ...); the manifest says how its files are read (see
+    `open_manifest_source`), and names their channels unless ``channels`` does.
     Returns the `DatasetStats`.
     """
-    from normstats.engine.compute import compute
+    from normstats.analyses.compute import compute
 
     verify_checksums(manifest, root)
-    source = open_manifest_source(manifest, root, max_pixels=options.pop("max_pixels", None),
-                                  fail_fast=options.get("on_error") == "fail",
-                                  max_file_bytes=options.pop("max_file_bytes", None))
-    for ignored in ("mode", "layout", "format", "image_key"):
-        options.pop(ignored, None)
-    if options.get("channels") is None:
-        options["channels"] = manifest.source.channels
-    return compute(source, **options)
+    read = read_options(options, {k: arguments.pop(k) for k in READ_FIELDS if k in arguments})
+    source = open_manifest_source(manifest, root, read)
+    reported = read.with_changes(channels=read.channels or manifest.source.channels,
+                                 resize=None, center_crop=None)  # the source has them
+    return compute(source, options=reported, **arguments)

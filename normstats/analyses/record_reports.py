@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from normstats.errors import InvalidOptionError
+from normstats.maths.findings import Outlier, OutlierReport
 from normstats.maths.records import IntegerRecords, Records, Skipped, concat_records
 from normstats.maths.stats import DatasetStats, default_scale
 from normstats.maths.summary import summarize
 from normstats.maths.text_report import printable
 
-__all__ = ["folder_of", "by_folder", "Outlier", "find_outliers", "grayscale_check_off",
-           "OUTLIER_Z", "RecordCollector",
-           "render_by_folder", "render_outliers"]
+__all__ = ["folder_of", "by_folder", "find_outliers", "outlier_report", "grayscale_check_off",
+           "with_record_reports", "OUTLIER_Z", "RecordCollector", "render_by_folder",
+           "render_outliers"]
 
 #: Robust z-score beyond which a per-image mean or std is reported.
 OUTLIER_Z = 5.0
@@ -69,21 +71,6 @@ def by_folder(records: Records, skipped: tuple[Skipped, ...] = (),
         result[str(name)] = DatasetStats.from_summary(summarize(records.take(rows), failed),
                                                       **options)
     return result
-
-
-@dataclass(frozen=True)
-class Outlier:
-    """One unusual image: why, and its per-channel mean and std in the reported scale."""
-
-    path: str
-    reasons: tuple[str, ...]
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    severity: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "reasons": list(self.reasons), "mean": list(self.mean),
-                "std": list(self.std)}
 
 
 def image_means(records: Records) -> np.ndarray:
@@ -195,6 +182,49 @@ def grayscale_check_off(records: Records) -> str | None:
     return None
 
 
+def outlier_report(records: Records, scale: float | None = None) -> OutlierReport:
+    """`find_outliers` at `OUTLIER_Z`, with the note of `grayscale_check_off`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from normstats.maths.records import records_from_stack
+    >>> r = records_from_stack(np.zeros((3, 2, 2, 1), np.uint8), channel_names=("L",))
+    >>> len(outlier_report(r)), outlier_report(r).note[:22]
+    (3, 'grayscale check off: t')
+    """
+    return OutlierReport(tuple(find_outliers(records, scale=scale)), OUTLIER_Z,
+                         grayscale_check_off(records))
+
+
+def with_record_reports(stats: DatasetStats, records: Records | None, by_folder_too: bool,
+                        outliers_too: bool) -> DatasetStats:
+    """``stats`` carrying its per-folder statistics and outliers (as asked), from the
+    records of every image (a `RecordCollector`'s).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from normstats.maths.records import records_from_stack
+    >>> r = records_from_stack(np.zeros((2, 2, 2, 1), np.uint8), keys=("a/1.png", "b/2.png"))
+    >>> stats = DatasetStats.from_summary(summarize(r))
+    >>> sorted(with_record_reports(stats, r, True, False).by_folder)
+    ['a', 'b']
+    """
+    if records is None:
+        raise InvalidOptionError("--by-folder and --outliers come from per-image records, "
+                                 f"which {stats.source or 'this data'} does not give "
+                                 "(normstats.records gives those of a Dask array)")
+    changes: dict[str, Any] = {}
+    if by_folder_too:
+        changes["by_folder"] = by_folder(records, stats.skipped, scale=stats.scale,
+                                         channels=stats.channels, mode=stats.mode,
+                                         kind=stats.kind)
+    if outliers_too:
+        changes["outliers"] = outlier_report(records, stats.scale)
+    return replace(stats, **changes)
+
+
 def _name(records: Records, row: int) -> str:
     return records.keys[row] if records.keys else f"#{row}"
 
@@ -231,14 +261,14 @@ def render_by_folder(stats: dict[str, DatasetStats]) -> list[str]:
     return lines
 
 
-def render_outliers(outliers: list[Outlier], limit: int = 20,
-                    note: str | None = None) -> list[str]:
-    """The most unusual images first, then a count of the rest; ``note`` (from
-    `grayscale_check_off`) says when the grayscale check did not run."""
-    lines = [f"outliers: {len(outliers)} image(s) (|robust z| > {OUTLIER_Z:g} on mean or "
-             "std, blank, or grayscale among colour)"]
-    if note:
-        lines.append(f"  ({note})")
+def render_outliers(report: OutlierReport, limit: int = 20) -> list[str]:
+    """The most unusual images first, then a count of the rest; the report's note says
+    when the grayscale check did not run."""
+    outliers = report.images
+    lines = [f"outliers: {len(outliers)} image(s) (|robust z| > {report.threshold:g} on mean "
+             "or std, blank, or grayscale among colour)"]
+    if report.note:
+        lines.append(f"  ({report.note})")
     for o in outliers[:limit]:
         lines.append(f"  {printable(o.path)}: {'; '.join(o.reasons)}")
     if len(outliers) > limit:

@@ -22,17 +22,18 @@ See ``docs/sampling.md`` for the derivation and the coverage check.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from normstats.errors import InvalidOptionError
+from normstats.maths.findings import Estimate
 from normstats.maths.records import IntegerRecords, Records
 from normstats.maths.stats import DatasetStats
 from normstats.maths.summary import summarize
 
-__all__ = ["Estimate", "estimate_from_records", "choose_images", "parse_seed", "t_quantile",
+__all__ = ["estimate_from_records", "choose_images", "parse_seed", "t_quantile",
            "INTERVAL_FIELDS", "render_estimate"]
 
 #: The statistics that get a confidence interval (min and max cannot).
@@ -96,63 +97,6 @@ def choose_images(population: int, size: int, rng: np.random.Generator) -> np.nd
     return np.sort(rng.permutation(population)[:size])
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """Statistics of a random sample of images and their 95% half-widths.
-
-    Attributes
-    ----------
-    stats : DatasetStats
-        Point estimates: the exact statistics of the sampled images.
-    half_width : dict
-        Per statistic in `INTERVAL_FIELDS` (when defined), per-channel half-widths of
-        the 95% confidence interval, in the reported scale.
-    sampled, population : int
-        Images in the sample and in the dataset.
-    seed : int or None
-        The seed of the draw, to reproduce it.
-    requested : int or None
-        The sample size asked for, when it was more than the dataset holds.
-    """
-
-    stats: DatasetStats
-    half_width: dict[str, tuple[float, ...]]
-    sampled: int
-    population: int
-    seed: int | None = None
-    level: float = _LEVEL
-    requested: int | None = None
-
-    def interval(self, name: str) -> tuple[tuple[float, float], ...]:
-        """Per-channel (low, high) interval of statistic ``name``."""
-        values = self.stats.variant(name) if name != "mean" else self.stats.mean
-        return tuple((v - h, v + h) for v, h in zip(values, self.half_width[name]))
-
-    @property
-    def max_half_width(self) -> float:
-        return max(max(h) for h in self.half_width.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The statistics' own keys (so `DatasetStats.from_dict` reads it back) and an
-        ``estimate`` entry saying how they were sampled.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from normstats.maths.records import records_from_stack
-        >>> from normstats.maths.stats import DatasetStats
-        >>> stack = np.random.default_rng(0).integers(0, 256, (40, 4, 4, 3), np.uint8)
-        >>> e = estimate_from_records(records_from_stack(stack), 100, seed=1)
-        >>> DatasetStats.from_dict(e.to_dict()) == e.stats, e.to_dict()["estimate"]["seed"]
-        (True, 1)
-        """
-        return {**self.stats.to_dict(),
-                "estimate": {"sampled": self.sampled, "population": self.population,
-                             "seed": self.seed, "level": self.level,
-                             "requested": self.requested,
-                             "half_width": {k: list(v) for k, v in self.half_width.items()}}}
-
-
 def _per_image(records: Records, scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pixel counts (N,), means (N, C) and population variances (N, C), in reported units."""
     n = records.pixels.astype(np.float64)
@@ -205,8 +149,9 @@ def standard_errors(records: Records, population: int,
 
 
 def estimate_from_records(records: Records, population: int, *, seed: int | None = None,
-                          scale: float | None = None, **stats_options: Any) -> Estimate:
-    """Point estimates and 95% half-widths from the records of sampled images.
+                          scale: float | None = None, **stats_options: Any) -> DatasetStats:
+    """Point estimates and 95% half-widths from the records of sampled images: the
+    statistics of the sample, carrying their `Estimate` (``stats.estimate``).
 
     Parameters
     ----------
@@ -227,8 +172,8 @@ def estimate_from_records(records: Records, population: int, *, seed: int | None
     >>> from normstats.maths.records import records_from_stack
     >>> rng = np.random.default_rng(0)
     >>> r = records_from_stack(rng.integers(0, 256, (40, 4, 4, 1), dtype=np.uint8))
-    >>> e = estimate_from_records(r, population=40)
-    >>> e.half_width["mean"]
+    >>> stats = estimate_from_records(r, population=40)
+    >>> stats.estimate.half_width["mean"]
     (0.0,)
     """
     if population < len(records):
@@ -239,17 +184,29 @@ def estimate_from_records(records: Records, population: int, *, seed: int | None
     errors = standard_errors(records, population, stats.scale)
     half = {name: tuple(float(v) for v in quantile * errors[name])
             for name in INTERVAL_FIELDS if name in errors and getattr(stats, name) is not None}
-    return Estimate(stats, half, len(records), population, seed)
+    return replace(stats, estimate=Estimate(half, len(records), population, seed, _LEVEL))
 
 
-def render_estimate(estimate: Estimate) -> list[str]:
-    """Report lines: the ESTIMATE banner and one ± line per statistic and channel."""
-    s = estimate.stats
+def render_estimate(s: DatasetStats) -> list[str]:
+    """Report lines of a sampled result: the ESTIMATE banner and one ± line per statistic
+    and channel.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from normstats.maths.records import records_from_stack
+    >>> stack = np.random.default_rng(0).integers(0, 256, (40, 4, 4, 1), np.uint8)
+    >>> render_estimate(estimate_from_records(records_from_stack(stack), 400, seed=1))[0][:50]
+    'ESTIMATE from a uniform random sample of 40 of 400'
+    """
+    estimate = s.estimate
+    if estimate is None:
+        raise InvalidOptionError("not a sampled result: it has no estimate")
     if estimate.requested is not None:
         first = (f"EXACT: --sample {estimate.requested:,} is more than the "
                  f"{estimate.population:,} images of the dataset, so all of them were used: "
                  "these are the dataset's own values (half-widths 0).")
-    elif estimate.sampled >= estimate.population:
+    elif estimate.exact:
         first = (f"EXACT: the sample grew to all {estimate.population:,} images, so these are "
                  "the dataset's own values (half-widths 0).")
     else:

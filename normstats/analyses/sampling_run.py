@@ -1,7 +1,8 @@
 """Reading a random sample of images from any source, and sampling to a precision.
 
 `sample_estimate` draws a uniform random subset of a dataset's images (seeded
-`numpy.random.Generator`), reads only those, and returns an `Estimate`. With
+`numpy.random.Generator`), reads only those, and returns their statistics carrying an
+`normstats.maths.findings.Estimate` (``stats.estimate``). With
 ``precision`` it doubles the sample until every 95% half-width is below it (or the
 whole dataset has been read, when the estimate is exact and the half-widths are 0).
 Samples are nested: a larger sample extends the previous one, so no image is read twice.
@@ -16,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from normstats.analyses.sampling import Estimate, estimate_from_records, parse_seed
+from normstats.analyses.sampling import estimate_from_records, parse_seed
 from normstats.engine.pipeline import run
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.records import Records, Skipped, concat_records
+from normstats.maths.stats import DatasetStats
 from normstats.sources.arrays import ArraySource, ArrayTask
 from normstats.sources.base import TaskResult, default_task_size, split_evenly
 from normstats.sources.folder import FolderSource
@@ -87,18 +89,23 @@ def _read(source: Any, indices: np.ndarray, options: dict[str, Any]) -> tuple[Re
     parts: list[Records] = []
     skipped: list[Skipped] = []
 
+    user = options.get("on_result")
+
     def collect(result: TaskResult) -> None:
         if result.records is not None:
             parts.append(result.records)
         skipped.extend(result.skipped)
+        if user is not None:
+            user(result)
 
-    run(SampleSource(source, indices), on_result=collect, **options)
+    run(SampleSource(source, indices), **{**options, "on_result": collect})
     return (concat_records(parts) if parts else None), tuple(skipped)
 
 
 def sample_estimate(source: Any, size: int | None = None, *, seed: int | None = None,
                     precision: float | None = None, scale: float | None = None,
-                    channels: tuple[str, ...] | None = None, **run_options: Any) -> Estimate:
+                    channels: tuple[str, ...] | None = None,
+                    **run_options: Any) -> DatasetStats:
     """Estimate every statistic of ``source`` from a uniform random sample of its images.
 
     Parameters
@@ -116,14 +123,20 @@ def sample_estimate(source: Any, size: int | None = None, *, seed: int | None = 
     scale, channels
         As in `normstats.compute`.
     run_options
-        workers, scheduler, task_size, progress: see `normstats.engine.pipeline.run`.
+        workers, scheduler, task_size, progress, on_result: see
+        `normstats.engine.pipeline.run`.
+
+    Returns
+    -------
+    DatasetStats
+        The statistics of the sampled images, with their ``estimate``.
 
     Examples
     --------
     >>> import numpy as np
     >>> from normstats.sources import open_source
     >>> data = np.random.default_rng(0).integers(0, 256, (500, 4, 4, 3), dtype=np.uint8)
-    >>> e = sample_estimate(open_source(data), 100, seed=1, workers=1)
+    >>> e = sample_estimate(open_source(data), 100, seed=1, workers=1).estimate
     >>> e.sampled, e.population, e.max_half_width < 0.02
     (100, 500, True)
     """
@@ -145,24 +158,24 @@ def sample_estimate(source: Any, size: int | None = None, *, seed: int | None = 
         new, new_skipped = _read(source, np.sort(order[taken:target]), run_options)
         records = new if records is None else (concat_records([records, new]) if new else records)
         skipped, taken = skipped + new_skipped, target
-        estimate = _estimate(records, source, population, skipped, seed, scale, channels)
+        stats = _estimate(records, source, population, skipped, seed, scale, channels)
+        estimate = stats.estimate
         if precision is None or estimate.max_half_width < precision or taken == population:
-            over = size is not None and size > population
-            return dataclasses.replace(estimate, requested=size) if over else estimate
+            if size is not None and size > population:
+                estimate = dataclasses.replace(estimate, requested=size)
+            return dataclasses.replace(stats, estimate=estimate)
         target = min(2 * taken, population)
 
 
 def _estimate(records: Records | None, source: Any, population: int,
               skipped: tuple[Skipped, ...], seed: int | None, scale: float | None,
-              channels: tuple[str, ...] | None) -> Estimate:
+              channels: tuple[str, ...] | None) -> DatasetStats:
     if records is None:
         raise EmptyDatasetError(f"no usable image in the sample ({len(skipped)} skipped)",
                                 path=source.description)
     # unreadable images are left out: scale the sample's share of them to the population
     taken = len(records) + len(skipped)
     usable = max(len(records), round(population * len(records) / taken))
-    estimate = estimate_from_records(records, usable, seed=seed, scale=scale, channels=channels,
-                                     mode=source.mode, kind=source.kind,
-                                     source=source.description)
-    stats = dataclasses.replace(estimate.stats, skipped=tuple(source.skipped) + skipped)
-    return dataclasses.replace(estimate, stats=stats)
+    stats = estimate_from_records(records, usable, seed=seed, scale=scale, channels=channels,
+                                  mode=source.mode, kind=source.kind, source=source.description)
+    return dataclasses.replace(stats, skipped=tuple(source.skipped) + skipped)

@@ -49,7 +49,7 @@ from normstats.engine.cache_segment import (  # FORMAT and LoadedSegment: re-exp
     segment_marker,
 )
 from normstats.maths.records import Records
-from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.policy import DecodePolicy
 
 __all__ = ["CACHE_ENV", "FORMAT", "GROUP_MARKER", "read_group_marker", "DatasetCache",
            "LoadedSegment", "default_cache_dir", "resolve_cache_dir", "cache_enabled_by_default",

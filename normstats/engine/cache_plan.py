@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from normstats.errors import is_transient_reason
+from normstats.errors import SkipKind
 from normstats.maths.records import Skipped
 from normstats.sources.file_list import FileEntry, FileList
 
@@ -31,13 +31,14 @@ class CachedFailure:
     mtime_ns: int
     reason: str
     stamp: int = 0
+    kind: SkipKind = SkipKind.UNREADABLE
 
     @property
     def key(self) -> tuple[int, int, int]:
         return self.size, self.mtime_ns, self.stamp
 
     def skipped(self) -> Skipped:
-        return Skipped(self.path, self.reason)
+        return Skipped(self.path, self.reason, self.kind)
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,17 +162,20 @@ def _failure_segments(segments: Sequence[SegmentIndex],
     return frozenset(s.name for s in segments if any(id(f) in chosen for f in s.failures))
 
 
-def is_cacheable_failure(reason: str) -> bool:
-    """Whether a decode failure depends only on the file's bytes (so it may be cached).
+def is_cacheable_failure(kind: SkipKind) -> bool:
+    """Whether a decode failure of this kind depends only on the file (so it may be cached).
+
+    Decided by the kind, never by the wording: a damaged file whose reason happens to
+    begin "permission denied" is still a verdict on its bytes.
 
     Examples
     --------
-    >>> is_cacheable_failure("truncated or corrupt image data (x)")
-    True
-    >>> is_cacheable_failure("permission denied")
-    False
+    >>> is_cacheable_failure(SkipKind.UNREADABLE), is_cacheable_failure(SkipKind.REFUSED)
+    (True, True)
+    >>> is_cacheable_failure(SkipKind.TRANSIENT), is_cacheable_failure(SkipKind.DUPLICATE)
+    (False, False)
     """
-    return not is_transient_reason(reason)
+    return kind in (SkipKind.UNREADABLE, SkipKind.REFUSED)
 
 
 def needs_compaction(live_segments: int, stale: int, junk: int) -> bool:

@@ -47,7 +47,7 @@ from normstats.engine.cache_verify import (
     parse_verify,
 )
 from normstats.engine.pipeline import RunOutcome, run
-from normstats.errors import UnreadableInputError
+from normstats.errors import input_error
 from normstats.maths.records import Records, concat_records
 from normstats.maths.summary import Summary, summarize
 from normstats.maths.text_report import printable
@@ -154,7 +154,7 @@ def _lock(store: DatasetCache, wait: float) -> bool:
 def _raise_cached_failure(source: FolderSource, decision: CachePlan) -> None:
     if source.fail_fast and decision.failures:
         first = decision.failures[0]
-        raise UnreadableInputError(first.reason, first.path)
+        raise input_error(first.kind, first.reason, first.path)
 
 
 def _reused_records(segments: list[LoadedSegment], decision: CachePlan) -> Records | None:
@@ -254,9 +254,9 @@ class SegmentWriter:
     def _failures(self, result: TaskResult) -> list[CachedFailure]:
         return [CachedFailure(s.path, int(self.files.sizes[self.rows[s.path]]),
                               int(self.files.mtimes[self.rows[s.path]]), s.reason,
-                              int(self.files.stamps[self.rows[s.path]]))
+                              int(self.files.stamps[self.rows[s.path]]), s.kind)
                 for s in result.skipped
-                if s.path in self.rows and is_cacheable_failure(s.reason)]
+                if s.path in self.rows and is_cacheable_failure(s.kind)]
 
     def flush(self) -> None:
         """Commit the buffered results: one segment per kind of record."""

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from normstats.engine.cache_plan import CachedFailure, SegmentIndex
+from normstats.errors import SkipKind
 from normstats.maths.records import FloatRecords, IntegerRecords, Records, impossible_rows
 from normstats.sources.decoding.file_read import not_regular_reason, read_whole_file
 
@@ -42,7 +43,8 @@ __all__ = ["FORMAT", "LoadedSegment", "DamagedFile", "segment_arrays", "segment_
            "MARKER_LIMIT"]
 
 #: 2: files keyed on their stamp too (inode and ctime), groups on every decoder's version.
-FORMAT = 2
+#: 3: each cached failure carries its kind (a `SkipKind`) after its reason.
+FORMAT = 3
 
 _FIELDS = {"IntegerRecords": ("pixels", "minimum", "maximum", "sums", "sums_sq"),
            "FloatRecords": ("pixels", "minimum", "maximum", "means", "residuals", "m2s")}
@@ -91,7 +93,8 @@ def segment_marker(name: str, records: Records | None, arrays: dict[str, np.ndar
     if records is not None:
         header.update(kind=type(records).__name__, dtype=records.dtype,
                       channels=list(records.channel_names))
-    header["failures"] = [[f.path, f.size, f.mtime_ns, f.stamp, f.reason] for f in failures]
+    header["failures"] = [[f.path, f.size, f.mtime_ns, f.stamp, f.reason, f.kind.value]
+                          for f in failures]
     return {**header, "digest": _digest(header, arrays)}
 
 
@@ -133,8 +136,8 @@ def _read_arrays(folder: Path, marker: dict) -> dict[str, np.ndarray]:
 
 
 def _loaded(marker: dict, arrays: dict[str, np.ndarray]) -> LoadedSegment:
-    failures = tuple(CachedFailure(str(p), int(s), int(m), str(r), int(stamp))
-                     for p, s, m, stamp, r in marker["failures"])
+    failures = tuple(CachedFailure(str(p), int(s), int(m), str(r), int(stamp), SkipKind(k))
+                     for p, s, m, stamp, r, k in marker["failures"])
     if not arrays:
         empty = np.zeros(0, np.int64)
         return LoadedSegment(SegmentIndex(marker["segment"], (), empty, empty, failures), None)

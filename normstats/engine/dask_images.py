@@ -3,21 +3,26 @@
 Each source task (a run of files, a shard's members, a slice of an array) becomes one
 chunk, decoded when the chunk is computed by the same task object, decode policy and
 transforms that `normstats.compute` runs, so the pixels are exactly those it reduces.
-The graph holds two layers: a decode layer whose tasks return (pixels, keys, skipped)
-and the array's layer that takes the pixels; `normstats.compute` of an untouched
-`images` array runs its source through the one engine (pipeline, cache, cluster), and
-of anything derived from it reduces the blocks (`normstats.engine.dask_reduce`).
+
+The array carries its provenance in its own graph, in three layers: the reader tasks (a
+`ReaderLayer`, which holds the source), a decode layer whose tasks return (pixels, keys,
+skipped files), and the array's layer that takes the pixels. Every Dask operation keeps
+the layers of the arrays it reads (``x[:]`` is ``x``; ``rechunk``, ``concatenate``,
+``map_blocks`` build on them), so the reduction of any array made from `images` finds
+the reader tasks it runs and reports the files they skipped (`reader_skips`), and
+`normstats.compute` of an untouched `images` array runs its source through the one
+engine (pipeline, cache, cluster) instead (`untouched_source`).
 """
 
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
+from dask.highlevelgraph import MaterializedLayer
 
 from normstats.engine.pipeline import default_workers
 from normstats.errors import (
@@ -30,8 +35,8 @@ from normstats.maths.records import Skipped
 from normstats.sources import open_source
 from normstats.sources.arrays import ArraySource, ArrayTask, is_zarr_folder
 from normstats.sources.base import Task
-from normstats.sources.decoding.transforms import transformed_source
 from normstats.sources.iterable import IterableSource
+from normstats.sources.options import ReadArguments, ReadOptions, read_options
 from normstats.sources.zarr_chunks import (
     failing_chunk,
     holes_in,
@@ -40,11 +45,9 @@ from normstats.sources.zarr_chunks import (
     zarr_arrays_in_graph,
 )
 
-__all__ = ["images", "decode_chunk", "source_of", "allowing_missing_chunks", "reading_zarr"]
+__all__ = ["images", "decode_chunk", "ReaderLayer", "readers_in", "reader_skips",
+           "untouched_source", "allowing_missing_chunks", "zarr_note", "reading_zarr"]
 
-#: Sources of the `images` arrays made in this process, by array name (newest kept).
-_SOURCES: OrderedDict[str, Any] = OrderedDict()
-_KEEP = 64
 _PROBE = 8
 _UNIFORM_HINT = ("pass resize= and center_crop= (--resize/--center-crop) to make them "
                  "uniform, or use normstats.records(...), which keeps each image's own size")
@@ -77,8 +80,26 @@ def _describe(shape: tuple[int, ...], dtype: Any) -> str:
     return f"{'×'.join(map(str, shape))} {np.dtype(dtype)}"
 
 
-def _pixels(chunk: tuple) -> np.ndarray:
-    return chunk[0]
+def _boxed(value: Any) -> np.ndarray:
+    out = np.empty(1, dtype=object)
+    out[0] = value
+    return out
+
+
+def _decode_block(tasks: np.ndarray, shape: tuple[int, ...], dtype: str,
+                  first: str) -> np.ndarray:
+    return _boxed(decode_chunk(tasks.item(), shape, dtype, first))
+
+
+def _pixels_block(decoded: np.ndarray) -> np.ndarray:
+    return decoded.item()[0]
+
+
+def _skipped_block(decoded: np.ndarray) -> np.ndarray:
+    return _boxed(decoded.item()[2])
+
+
+_OBJECTS = np.empty((0,), dtype=object)
 
 
 def _probe(tasks: list[Task]) -> tuple[tuple[int, ...], str, str]:
@@ -95,12 +116,8 @@ def _probe(tasks: list[Task]) -> tuple[tuple[int, ...], str, str]:
     raise IncompatibleImagesError("no readable image to take the array's shape from")
 
 
-def images(data: Any, *, mode: str = "RGB", layout: str | None = None,
-           resize: int | None = None, center_crop: int | None = None,
-           on_error: str = "skip", max_pixels: int | None = None,
-           format: str | None = None, task_size: int | None = None,
-           channels: tuple[str, ...] | None = None, max_file_bytes: int | None = None,
-           allow_missing_chunks: bool = False) -> Any:
+def images(data: Any, *, options: ReadOptions | None = None, task_size: int | None = None,
+           workers: int | None = None, **read: Unpack[ReadArguments]) -> Any:
     """The pixels of any source as a lazy `dask.array.Array` (N, H, W, C), one chunk a task.
 
     Parameters
@@ -108,17 +125,19 @@ def images(data: Any, *, mode: str = "RGB", layout: str | None = None,
     data : str, os.PathLike or array
         What `normstats.compute` reads: a folder, an IDX, CIFAR, tar, ``.npz``, ``.npy``
         or zarr file, a URL, or an array.
-    mode, layout, resize, center_crop, max_pixels, max_file_bytes, format, channels
-        As in `normstats.compute`; the pixels are exactly those it reduces.
-    on_error : {"skip", "fail"}
-        ``"skip"``: unreadable files are left out, so image-file chunks have unknown
-        sizes (``nan``); `normstats.compute` of the array names them in ``skipped``.
-        ``"fail"``: computing a chunk raises at its first unreadable file, with the reason.
+    options : ReadOptions, optional
+        How the data is read, as in `normstats.compute`; the pixels are exactly those it
+        reduces. Pixels keep their dtype: ``scale`` applies to statistics, not to them.
+        With ``on_error="skip"`` unreadable files are left out, so image-file chunks have
+        unknown sizes (``nan``) and `normstats.compute` of the array names them in
+        ``skipped``; with ``"fail"`` computing a chunk raises at its first unreadable file.
+    **read
+        The same options as keyword arguments (beside ``options``, they replace its fields).
     task_size : int, optional
-        Images per chunk (default: the source's task size).
-    allow_missing_chunks : bool
-        Read the chunks a zarr store lacks as its fill value instead of refusing the store
-        (as in `normstats.compute`).
+        Images per chunk (default: the source's task size for ``workers``).
+    workers : int, optional
+        The workers the chunks are cut for (default: the usable CPUs), as
+        `normstats.compute` cuts its tasks.
 
     Returns
     -------
@@ -138,51 +157,112 @@ def images(data: Any, *, mode: str = "RGB", layout: str | None = None,
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
-    if on_error not in ("skip", "fail"):
-        raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
-    if allow_missing_chunks:
-        data = allowing_missing_chunks(data, layout, channels)
-    source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
-                         fail_fast=on_error == "fail", channel_names=channels, format=format,
-                         max_file_bytes=max_file_bytes)
+    options = read_options(options, dict(read))
+    on_error = options.on_error
+    if options.allow_missing_chunks:
+        data = allowing_missing_chunks(data, options.layout, options.channels)
+    source = open_source(data, options=options)
     if isinstance(source, IterableSource):
         raise InvalidOptionError("an iterable has no random access to cut into chunks; pass "
                                  "it to normstats.compute, or stack it into an array")
-    source = transformed_source(source, resize, center_crop)
-    tasks = source.tasks(task_size, default_workers())
+    tasks = source.tasks(task_size, workers or default_workers())
     if not tasks:
         raise IncompatibleImagesError(f"no images in {source.description}")
     shape, dtype, first = _probe(tasks)
     token = tokenize(source.description, source.mode, [repr(t) for t in tasks], on_error)
-    name, decode = f"normstats-images-{token}", f"normstats-decode-{token}"
-    layer = {(decode, i): (decode_chunk, task, shape, dtype, first)
-             for i, task in enumerate(tasks)}
+    read, decode, name = (f"normstats-{part}-{token}" for part in ("read", "decode", "images"))
+    layer = ReaderLayer({(read, i): _boxed(task) for i, task in enumerate(tasks)},
+                        source=source, decode=decode, pixels=name)
+    readers = da.Array(HighLevelGraph({read: layer}, {read: set()}), read,
+                       ((1,) * len(tasks),), meta=_OBJECTS)
+    # blockwise layers: Dask fuses the decode with whatever uses its pixels (the reduction)
+    decoded = readers.map_blocks(_decode_block, shape, dtype, first, name=decode,
+                                 dtype=object, meta=_OBJECTS)
     known = on_error == "fail" or isinstance(tasks[0], ArrayTask)
-    sizes = tuple(float(task.size) if known else np.nan for task in tasks)
-    blocks = {(name, i) + (0,) * len(shape): (_pixels, (decode, i)) for i in range(len(tasks))}
-    graph = HighLevelGraph({decode: layer, name: blocks},
-                           {decode: set(), name: {decode}})
-    chunks = (tuple(int(s) if known else s for s in sizes), *((n,) for n in shape))
-    array = da.Array(graph, name, chunks, meta=np.empty((0,) * (1 + len(shape)), dtype))
-    _SOURCES[name] = source
-    _SOURCES.move_to_end(name)
-    while len(_SOURCES) > _KEEP:
-        _SOURCES.popitem(last=False)
-    return array
+    sizes = tuple(task.size if known else np.nan for task in tasks)
+    return decoded.map_blocks(_pixels_block, name=name, new_axis=list(range(1, 1 + len(shape))),
+                              chunks=(sizes, *((n,) for n in shape)), dtype=dtype,
+                              meta=np.empty((0,) * (1 + len(shape)), dtype))
 
 
-def source_of(x: Any) -> Any:
-    """The source an untouched `images` array reads, or None for any other array.
+class ReaderLayer(MaterializedLayer):
+    """The reader tasks of an `images` array, one per chunk, and the source they read.
 
-    An array that was persisted, sliced or transformed has other tasks and is None.
+    Attributes
+    ----------
+    source : Source
+        What the tasks read (its ``description`` names it in reports).
+    decode, pixels : str
+        Names of the layers that decode the tasks and that take their pixels (the array).
     """
-    source = _SOURCES.get(getattr(x, "name", ""))
-    if source is None:
-        return None
-    decode = x.name.replace("normstats-images-", "normstats-decode-", 1)
-    layers = getattr(x.dask, "layers", {})
-    return source if decode in layers and set(layers) == {x.name, decode} else None
 
+    def __init__(self, mapping: dict, *, source: Any, decode: str, pixels: str) -> None:
+        super().__init__(mapping)
+        self.source, self.decode, self.pixels = source, decode, pixels
+
+
+def readers_in(x: Any) -> list[tuple[str, ReaderLayer]]:
+    """The reader layers (name, layer) in Dask array ``x``'s graph, in the graph's order
+    (that of the operands: ``concatenate([a, b])`` lists ``a``'s first).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> a = images(np.zeros((4, 2, 2, 1), np.uint8))
+    >>> len(readers_in(da.concatenate([a, a + 1]))), readers_in(da.zeros(3))
+    (1, [])
+    """
+    layers = getattr(getattr(x, "dask", None), "layers", {})
+    return [(name, layer) for name, layer in layers.items() if isinstance(layer, ReaderLayer)]
+
+
+def untouched_source(x: Any) -> Any:
+    """The source of an `images` array as `images` made it (``x[:]`` is the same array),
+    or None for any other array, derived or persisted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = images(np.zeros((4, 2, 2, 1), np.uint8))
+    >>> untouched_source(x[:]) is not None, untouched_source(x + 1)
+    (True, None)
+    """
+    found = [layer for _, layer in readers_in(x) if layer.pixels == getattr(x, "name", None)]
+    return found[0].source if found else None
+
+
+def reader_skips(x: Any) -> list[Any]:
+    """For each reader layer of ``x``: a Dask object array with one block per reader task
+    that ``x`` runs, in order, holding the files that task skipped.
+
+    Computing it with the reduction of ``x`` (one graph) decodes each task once.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = images(np.zeros((10, 2, 2, 1), np.uint8), task_size=4)
+    >>> [s.numblocks for s in reader_skips(x[:5])], reader_skips(x)[0].compute().tolist()
+    ([(2,)], [(), (), ()])
+    """
+    import dask.array as da
+    from dask.core import flatten
+    from dask.optimization import cull
+
+    readers = readers_in(x)
+    if not readers:
+        return []
+    # the tasks x runs (a slice runs fewer): its tasks culled to those its keys need
+    kept, _ = cull(dict(x.__dask_graph__()), list(flatten(x.__dask_keys__())))
+    out = []
+    for name, layer in readers:
+        count = len(layer)
+        decoded = da.Array(x.dask.cull_layers([layer.decode]), layer.decode, ((1,) * count,),
+                           meta=_OBJECTS)
+        skips = decoded.map_blocks(_skipped_block, dtype=object, meta=_OBJECTS)
+        run = [i for i in range(count) if (name, i) in kept]
+        if run:
+            out.append(skips if len(run) == count else skips.blocks[run])
+    return out
 
 
 def allowing_missing_chunks(data: Any, layout: str | None = None,
@@ -206,6 +286,24 @@ def allowing_missing_chunks(data: Any, layout: str | None = None,
     return data
 
 
+def zarr_note(x: Any, allow: bool) -> str:
+    """Refuse Dask array ``x`` when a zarr array it was made from lacks chunks (see
+    `normstats.sources.zarr_chunks.holes_in`) unless ``allow``; else the words a report
+    adds (the holes allowed), or "".
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> zarr_note(da.zeros((2, 2)), allow=False)
+    ''
+    """
+    found = holes_in(x)
+    if found and not allow:
+        store, holes = found[0]
+        raise holes.error(store)
+    return "; ".join(holes.note(store) for store, holes in found)
+
+
 @contextmanager
 def reading_zarr(x: Any, allow: bool) -> Iterator[str]:
     """Around the computation of Dask array ``x``: refuse it first when a zarr array it was
@@ -219,12 +317,9 @@ def reading_zarr(x: Any, allow: bool) -> Iterator[str]:
     ...     note
     ''
     """
-    found = holes_in(x)
-    if found and not allow:
-        store, holes = found[0]
-        raise holes.error(store)
+    note = zarr_note(x, allow)
     try:
-        yield "; ".join(holes.note(store) for store, holes in found)
+        yield note
     except (NormstatsError, MemoryError):
         raise
     except Exception:

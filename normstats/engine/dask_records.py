@@ -7,39 +7,53 @@ path, or index in an array) and labels (the immediate sub-folder, as in an Image
 layout). `reduce` turns any selection of those rows into `DatasetStats` with a Dask
 reduction (a `Summary` per block, merged exactly), never decoding again: the subset's
 statistics are bit-identical to computing that subset from its files.
+
+`reduce_lazy` is the same reduction, of records or of any Dask array of images, left
+lazy: a Dask object that ``dask.compute`` reduces with others in one graph.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from functools import partial
+from typing import Any, Unpack
 
 import numpy as np
 
-from normstats.engine.dask_images import images, source_of
-from normstats.engine.dask_reduce import (
-    as_image_blocks,
-    block_tasks,
-    image_records,
-    is_dask_array,
+from normstats.engine.dask_images import images, untouched_source, zarr_note
+from normstats.engine.dask_lazy import (
+    describe,
+    finish_stats,
+    finished,
+    lazy_result,
+    lazy_stats,
     run_graph,
+)
+from normstats.engine.dask_reduce import (
+    NON_FINITE,
+    Part,
+    Plan,
+    as_image_blocks,
+    boxed,
+    fresh_name,
+    is_dask_array,
+    reduce_parts,
 )
 from normstats.engine.source_run import run_source
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.records import FloatRecords, IntegerRecords, Records, Skipped, concat_records
 from normstats.maths.stats import DatasetStats
-from normstats.maths.summary import Summary, summarize
+from normstats.maths.summary import summarize
 from normstats.sources import open_source
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import TaskResult
-from normstats.sources.decoding.transforms import transformed_source
+from normstats.sources.options import ReadArguments, ReadOptions, read_options
 
-__all__ = ["ImageRecords", "records", "reduce"]
+__all__ = ["ImageRecords", "records", "reduce", "reduce_lazy"]
 
 #: Rows per chunk of the record arrays (~100 bytes a row).
 CHUNK_ROWS = 65_536
-_FAN_IN = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +72,9 @@ class ImageRecords:
         ``minimum`` and ``maximum``.
     kind, dtype, channel_names, mode, source
         What the records hold and where they came from.
+    scale, channels : optional
+        How `reduce` reports them unless told otherwise (the ``scale`` and ``channels``
+        `records` was given).
     skipped : tuple of Skipped
         Inputs left out while reading, with their reason.
     cached, decoded : int
@@ -82,6 +99,8 @@ class ImageRecords:
     skipped: tuple[Skipped, ...] = ()
     cached: int = 0
     decoded: int = 0
+    scale: float | None = None
+    channels: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -142,16 +161,16 @@ def _wrap(batch: Records, keys: np.ndarray, skipped: tuple[Skipped, ...], mode: 
         mode=mode, source=source, skipped=skipped)
 
 
-def records(data: Any, *, mode: str = "RGB", layout: str | None = None,
-            resize: int | None = None, center_crop: int | None = None,
-            on_error: str = "skip", max_pixels: int | None = None, format: str | None = None,
-            channels: tuple[str, ...] | None = None,
+def records(data: Any, *, options: ReadOptions | None = None,
             cache: str | os.PathLike | bool | None = None, workers: int | None = None,
-            scheduler: Any = None, max_file_bytes: int | None = None) -> ImageRecords:
+            scheduler: Any = None, task_size: int | None = None,
+            progress: bool | None = False, **read: Unpack[ReadArguments]) -> ImageRecords:
     """Per-image records of any source, read now (the cache first), as Dask arrays.
 
-    Parameters are those of `normstats.compute`. A Dask array is reduced block by block
-    on its own graph (``scheduler``); images of any sizes are welcome.
+    Parameters are those of `normstats.compute`: ``options`` (a `ReadOptions`) or its
+    fields as keyword arguments say how to read, and ``scale`` and ``channels`` are kept
+    for `reduce`. A Dask array is reduced block by block on its own graph
+    (``scheduler``); images of any sizes are welcome.
 
     Examples
     --------
@@ -160,22 +179,23 @@ def records(data: Any, *, mode: str = "RGB", layout: str | None = None,
     >>> rec.keys.tolist(), rec.arrays["pixels"].compute().tolist()
     ([0, 1, 2], [4, 4, 4])
     """
-    if on_error not in ("skip", "fail"):
-        raise InvalidOptionError(f"on_error must be 'skip' or 'fail', got {on_error!r}")
-    source = source_of(data) if is_dask_array(data) else None
+    options = read_options(options, dict(read))
+    layout, channels = options.layout, options.channels
+    reported = {"scale": options.scale, "channels": channels}
+    source = untouched_source(data) if is_dask_array(data) else None
     if source is None and is_dask_array(data):
-        return _dask_array_records(data, layout, channels, scheduler, workers)
+        return replace(_dask_array_records(data, layout, channels, scheduler, workers),
+                       **reported)
     if source is None:
-        source = open_source(data, mode=mode, layout=layout, max_pixels=max_pixels,
-                             fail_fast=on_error == "fail", channel_names=channels,
-                             format=format, max_file_bytes=max_file_bytes)
-        source = transformed_source(source, resize, center_crop)
+        source = open_source(data, options=options)
     if isinstance(source, ArraySource):
-        return _dask_array_records(images(source), None, source.channel_names, scheduler,
-                                   workers, name=source.path or "array")
+        return replace(_dask_array_records(images(source, task_size=task_size, workers=workers),
+                                           None, source.channel_names, scheduler, workers,
+                                           name=source.path or "array",
+                                           description=source.description), **reported)
     results: list[TaskResult] = []
     outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
-                         on_result=results.append)
+                         task_size=task_size, progress=progress, on_result=results.append)
     parts = [r.records for r in results if r.records is not None and len(r.records)]
     if not parts:
         raise EmptyDatasetError("no usable image", path=source.description)
@@ -184,44 +204,58 @@ def records(data: Any, *, mode: str = "RGB", layout: str | None = None,
     batch = batch.take(order)
     return replace(_wrap(batch, np.array(batch.keys, dtype=object), outcome.summary.skipped,
                          source.mode, source.description),
-                   cached=outcome.cached, decoded=outcome.decoded)
+                   cached=outcome.cached, decoded=outcome.decoded, **reported)
+
+
+def _collected(part: Part, skipped: tuple[Skipped, ...]) -> tuple[Part, tuple[Skipped, ...]]:
+    return part, skipped
 
 
 def _dask_array_records(x: Any, layout: str | None, channels: tuple[str, ...] | None,
-                        scheduler: Any, workers: int | None,
-                        name: str = "array") -> ImageRecords:
-    from dask.delayed import delayed
-
+                        scheduler: Any, workers: int | None, name: str = "array",
+                        description: str | None = None) -> ImageRecords:
+    """The records of a Dask array's images, by the reduction `normstats.compute` runs
+    (collecting the records instead of summarising them)."""
     blocks, layout = as_image_blocks(x, layout)
-    parts = [delayed(image_records, pure=True)(name, start, i, channels, counts, *chunk)
-             for i, start, chunk, counts in block_tasks(blocks)]
-    out = run_graph(parts, scheduler, workers)
-    kept, keys, skipped = [], [], []
-    at = 0
-    for batch, lost, rows in out:
-        skipped.extend(lost)
-        if batch is not None:
-            kept.append(batch)
-            keys.append(at + rows)
-        at += len(rows) + len(lost)
-    if not kept:
+    part, skipped = run_graph(lazy_result(x, blocks, _collected, collect=True), scheduler,
+                              workers)
+    if part.value is None:
         raise EmptyDatasetError("no usable image", path=name)
-    return _wrap(concat_records(kept), np.concatenate(keys), tuple(skipped), layout,
-                 f"dask array {tuple(x.shape)} {x.dtype}")
+    batch = part.value
+    if channels is not None:
+        if len(channels) != batch.channels:
+            raise InvalidOptionError(f"{len(channels)} channel names given for "
+                                     f"{batch.channels} channels")
+        batch = replace(batch, channel_names=tuple(channels))
+    dropped = tuple(Skipped(f"{name}[{i}]", NON_FINITE) for i in part.dropped)
+    return _wrap(batch, np.delete(np.arange(part.rows), part.dropped),
+                 part.skipped + skipped + dropped, layout, description or describe(x))
 
 
-def _block_summary(kind: str, dtype: str, names: tuple[str, ...], fields_: tuple[str, ...],
-                   *values: np.ndarray) -> Summary:
+def _rows_part(kind: str, dtype: str, names: tuple[str, ...], fields_: tuple[str, ...],
+               *values: np.ndarray) -> np.ndarray:
     batch = _records_class(kind)(dtype=dtype, channel_names=names, keys=(),
                                  **dict(zip(fields_, values)))
-    return summarize(batch)
+    return boxed(Part(len(batch), summarize(batch)))
 
 
-def _merge(*summaries: Summary) -> Summary:
-    total = summaries[0]
-    for summary in summaries[1:]:
-        total = total.merge(summary)
-    return total
+def _records_lazy(rec: ImageRecords, scale: float | None,
+                  channels: tuple[str, ...] | None) -> Any:
+    import dask.array as da
+
+    names = tuple(rec.arrays)
+    # every column went through the same selections, so their row blocks line up
+    columns = [(rec.arrays[n], "i" if rec.arrays[n].ndim == 1 else "ic") for n in names]
+    parts = da.blockwise(partial(_rows_part, rec.kind, rec.dtype, rec.channel_names, names),
+                         "ijkl", *(v for column in columns for v in column), dtype=object,
+                         concatenate=True, new_axes={"j": 1, "k": 1, "l": 1},
+                         adjust_chunks={"i": 1}, name=fresh_name("rows"),
+                         meta=np.empty((0,) * 4, dtype=object))
+    then = partial(finish_stats, known=rec.skipped, mode=rec.mode, source=rec.source,
+                   kind="vectors" if rec.mode == "NC" else "images",
+                   channels=rec.channels if channels is None else channels,
+                   scale=rec.scale if scale is None else scale)
+    return finished(reduce_parts(parts, Plan()), [], then)
 
 
 def reduce(rec: ImageRecords, *, scale: float | None = None,
@@ -230,7 +264,8 @@ def reduce(rec: ImageRecords, *, scale: float | None = None,
     """Exact `DatasetStats` of any selection of records, without decoding again.
 
     A Dask reduction: each block of rows becomes a `Summary`, merged exactly, so the
-    result is bit-identical to computing the same images from their files.
+    result is bit-identical to computing the same images from their files. ``scale`` and
+    ``channels`` default to those `records` was given.
 
     Examples
     --------
@@ -239,19 +274,52 @@ def reduce(rec: ImageRecords, *, scale: float | None = None,
     >>> reduce(rec[rec.keys == 1], scale=1).mean
     (1.0,)
     """
-    from dask.delayed import delayed
+    return run_graph(_records_lazy(rec, scale, channels), scheduler, workers)
 
-    names = tuple(rec.arrays)
-    # every column went through the same selections, so their row chunks line up
-    blocks = [rec.arrays[n].to_delayed().reshape(-1) for n in names]
-    level = [delayed(_block_summary, pure=True)(rec.kind, rec.dtype, rec.channel_names, names,
-                                                *(b[i] for b in blocks))
-             for i in range(len(blocks[0]))]
-    while len(level) > 1:
-        level = [delayed(_merge, pure=True)(*level[j:j + _FAN_IN])
-                 for j in range(0, len(level), _FAN_IN)]
-    summary = run_graph(level[0], scheduler, workers) if level else Summary()
-    summary = Summary(skipped=rec.skipped).merge(summary)
-    return DatasetStats.from_summary(summary, channels=channels, scale=scale, mode=rec.mode,
-                                     kind="vectors" if rec.mode == "NC" else "images",
-                                     source=rec.source)
+
+def reduce_lazy(data: Any, *, options: ReadOptions | None = None,
+                **read: Unpack[ReadArguments]) -> Any:
+    """The exact statistics of a Dask array of images, or of records, as a lazy Dask object.
+
+    What `normstats.compute` (of a Dask array) and `reduce` (of records) compute, left
+    as a `dask.delayed.Delayed` built on the data's own graph: ``.compute()`` gives the
+    `DatasetStats`, ``dask.compute(a, b)`` reduces two datasets in one graph (each block
+    read once, the readers shared), and ``dask.persist`` keeps the result where it was
+    computed. The files the readers of an `images` array skipped are in
+    ``stats.skipped`` (see ``docs/dask.md``).
+
+    Parameters
+    ----------
+    data : dask.array.Array, xarray.DataArray or ImageRecords
+        Images (N, H, W, C) or in another ``layout``, or records from `records`.
+    options : ReadOptions, optional
+        As in `normstats.compute`; ``layout``, ``scale``, ``channels`` and
+        ``allow_missing_chunks`` apply here (records: ``scale`` and ``channels``).
+    **read
+        The same options as keyword arguments.
+
+    Raises
+    ------
+    InvalidOptionError
+        For data that is neither, or a Dask array of vectors (N, d): their per-feature
+        statistics are `normstats.compute`'s.
+
+    Examples
+    --------
+    >>> import dask, numpy as np, dask.array as da
+    >>> a = reduce_lazy(da.zeros((4, 2, 2, 3), dtype=np.uint8, chunks=2))
+    >>> b = reduce_lazy(da.ones((6, 2, 2, 3), dtype=np.uint8, chunks=2), scale=1)
+    >>> [stats.mean[0] for stats in dask.compute(a, b, scheduler="sync")]
+    [0.0, 1.0]
+    """
+    options = read_options(options, dict(read))
+    if isinstance(data, ImageRecords):
+        return _records_lazy(data, options.scale, options.channels)
+    if hasattr(data, "dims") and is_dask_array(getattr(data, "data", None)):
+        data = data.data  # an xarray DataArray backed by Dask
+    if not is_dask_array(data):
+        raise InvalidOptionError(f"reduce_lazy takes a Dask array or records, not "
+                                 f"{type(data).__name__}; normstats.compute reads any data")
+    note = zarr_note(data, options.allow_missing_chunks)
+    return lazy_stats(data, layout=options.layout, scale=options.scale,
+                      channels=options.channels, note=note)

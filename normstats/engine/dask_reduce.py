@@ -1,31 +1,36 @@
-"""The exact reduction as a Dask reduction over the blocks of any Dask array.
+"""The exact reduction of a Dask array of images, as a `dask.array.reduction`.
 
-A chunk step turns each block into per-image records of the pixels it holds (one
-vectorised `records_from_stack` call: an (n, c) table of pixel counts, Σx and Σx² or
-float64 (mean, M2), minimum and maximum); a combine step merges the records of the
-blocks that hold parts of the same images (along H and W: integer sums add exactly,
-float moments by Chan's pairwise update; along C: channels side by side) and turns
-whole-image records into an exact `Summary`; a tree of fan-in 8 merges the summaries
-along N. Every step is a task of the array's own graph, so blocks are reduced where
-they live (threads, processes or the workers of a ``distributed`` cluster) and only
-summaries travel. For integer data every chunking gives bit-identical statistics;
-for floats, chunking along N or C does, and a split along H or W merges per-image
-moments in float64.
+The shape of Dask's own ``moment_chunk`` / ``moment_combine`` / ``moment_agg``, with
+normstats' exact steps:
+
+- **chunk** (blockwise, so Dask fuses it with the tasks that make the block: a zarr read,
+  a decode, a ``map_blocks``; and so that it can take the files the block's reader task
+  skipped): a block becomes the per-image records of the pixels it holds (one vectorised
+  `stack_records` call: pixel counts, Σx and Σx² as int64 or float64 mean and M2, minimum,
+  maximum). A block holding whole images becomes a `Part` at once: the records of its
+  images, with those holding NaN or inf left out by position.
+- **combine** (``split_every``: every H, W and C block of 8 N-chunks, then 8 parts at a
+  time): the records of the blocks holding the same images merge first (along H and W
+  integer sums add exactly, float moments by Chan's pairwise update in float64; along C
+  the channels go side by side); the records of the 8 N-chunks become one exact `Summary`
+  in one call (summarising has a fixed cost per call), and summaries merge exactly, in order.
+- **aggregate**: the last combine; `finish_summary` then names the images left out.
+
+Blocks are reduced where they live; records (a few hundred bytes per image) go to the
+first combine, summaries above it. Integer data gives bit-identical statistics for every
+chunking; floats do for chunks along N and C, and to ~1e-15 relative when images are
+split along H or W.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial, reduce
 from typing import Any
 
-import dask
 import numpy as np
-from dask.delayed import Delayed, delayed
 
-from normstats.engine.cluster import connect, is_distributed
-from normstats.engine.pipeline import default_workers
-from normstats.engine.process_pool import process_pool
 from normstats.errors import InvalidOptionError
 from normstats.maths.image_moments import MAX_INTEGER_BITS
 from normstats.maths.records import (
@@ -36,19 +41,57 @@ from normstats.maths.records import (
     default_channel_names,
 )
 from normstats.maths.summary import Summary, summarize
-from normstats.sources.arrays import (
-    as_nhwc,
-    check_axes,
-    check_layout,
-    detect_layout,
-    stack_records,
-)
+from normstats.sources.arrays import as_nhwc, check_axes, check_layout, detect_layout, stack_records
 
-__all__ = ["is_dask_array", "as_image_blocks", "summary_graph", "run_graph", "local_scheduler",
-           "merge_pixel_parts", "join_channels"]
+__all__ = ["Plan", "Part", "is_dask_array", "as_image_blocks", "chunk_parts", "fresh_name",
+           "reduce_parts", "merge_parts", "boxed", "finish_summary", "merge_pixel_parts",
+           "join_channels"]
 
-_FAN_IN = 8
-_NON_FINITE = "contains NaN or infinite values"
+#: Parts merged by one combine task along N (Dask's ``split_every``).
+FAN_IN = 8
+NON_FINITE = "contains NaN or infinite values"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the steps know of the array, fixed when the graph is built.
+
+    Channels keep their default names (L, or c0, c1, ...) in every step: names are a
+    matter of the report, given once at the end.
+
+    Attributes
+    ----------
+    whole : bool
+        Every block holds whole images (one block across H, W and C).
+    collect : bool
+        Keep the per-image records (`normstats.records`) instead of summarising them.
+    """
+
+    whole: bool = True
+    collect: bool = False
+
+
+@dataclass(frozen=True)
+class Part:
+    """A run of consecutive images of the array, reduced: what each step hands the next.
+
+    Attributes
+    ----------
+    rows : int
+        Images in the run, those left out included, so that they are named by position.
+    value : Records or Summary or None
+        The records of the images kept (their exact summary above the first combine, unless
+        collecting), or None.
+    dropped : tuple of int
+        Positions in the run of the images left out for holding NaN or inf.
+    skipped : tuple of Skipped
+        Files the reader tasks of these blocks skipped (arrays made by `images`).
+    """
+
+    rows: int
+    value: Summary | Records | None = None
+    dropped: tuple[int, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
 
 
 def is_dask_array(data: Any) -> bool:
@@ -84,9 +127,11 @@ def as_image_blocks(x: Any, layout: str | None = None) -> tuple[Any, str]:
     return as_nhwc(x, layout), layout
 
 
-def _block_records(block: np.ndarray, names: tuple[str, ...] | None) -> Records:
-    with np.errstate(invalid="ignore", over="ignore"):  # NaN images are named, then dropped
-        return stack_records(np.asarray(block), channel_names=names)
+def boxed(value: Any, ndim: int = 4) -> np.ndarray:
+    """``value`` as the one element of an object array: what a Dask block of objects is."""
+    out = np.empty((1,) * ndim, dtype=object)
+    out[(0,) * ndim] = value
+    return out
 
 
 def merge_pixel_parts(*parts: Records) -> Records:
@@ -115,210 +160,144 @@ def merge_pixel_parts(*parts: Records) -> Records:
     return total
 
 
-def join_channels(parts: list[Records], names: tuple[str, ...] | None) -> Records:
+def join_channels(parts: list[Records]) -> Records:
     """Records of the same images whose channels came in separate blocks, side by side."""
     first = parts[0]
     if len(parts) == 1:
-        return first if names is None else replace(first, channel_names=names)
+        return first
     arrays = {name: np.concatenate([getattr(p, name) for p in parts], axis=1)
               for name in first.array_fields() if getattr(first, name).ndim == 2}
     channels = sum(p.channels for p in parts)
-    return replace(first, channel_names=names or default_channel_names(channels), **arrays)
+    return replace(first, channel_names=default_channel_names(channels), **arrays)
 
 
-def finite_rows(records: Records, name: str, start: int | None,
-                block: int) -> tuple[Records | None, tuple[Skipped, ...], np.ndarray]:
-    """Drop (and name) the images holding NaN or inf, as the array reader does.
+def _image_part(records: Records, plan: Plan, skipped: tuple[Skipped, ...] = ()) -> Part:
+    """The `Part` of whole images: the finite ones summarised (or kept), the others dropped."""
+    dropped: tuple[int, ...] = ()
+    if not records.dtype.startswith(("uint", "int", "bool")):
+        finite = (np.isfinite(records.minimum) & np.isfinite(records.maximum)).all(axis=1)
+        if not finite.all():
+            dropped = tuple(int(i) for i in np.flatnonzero(~finite))
+            records = records.take(finite)
+    return Part(len(records) + len(dropped), records if len(records) else None, dropped, skipped)
 
-    Also returns the positions, within the block, of the images kept.
+
+def _chunk(block: np.ndarray, lost: np.ndarray | None = None, *, plan: Plan) -> np.ndarray:
+    """Chunk step: a block's records, or the `Part` of its images when it holds them whole.
+
+    ``lost`` holds the files skipped by the one reader task that made this block.
     """
-    kept = np.arange(len(records))
-    if records.dtype.startswith(("uint", "int", "bool")):
-        return records, (), kept
-    finite = (np.isfinite(records.minimum) & np.isfinite(records.maximum)).all(axis=1)
-    if finite.all():
-        return records, (), kept
-    where = (lambda i: f"{name}[{start + i}]") if start is not None else \
-        (lambda i: f"{name}[block {block}, image {i}]")
-    skipped = tuple(Skipped(where(int(i)), _NON_FINITE) for i in np.flatnonzero(~finite))
-    return (records.take(finite) if finite.any() else None), skipped, kept[finite]
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN images are named, then dropped
+        records = stack_records(np.asarray(block))
+    skipped = () if lost is None else lost.item()
+    return boxed(_image_part(records, plan, skipped) if plan.whole else records)
 
 
-def _image_part(name: str, start: int | None, block: int, names: tuple[str, ...] | None,
-                counts: tuple[int, ...], *blocks: Any) -> tuple[Records | None, tuple]:
-    """Whole-image records of one N-chunk from its blocks, and the images skipped."""
-    records, skipped, _ = image_records(name, start, block, names, counts, *blocks)
-    return records, skipped
+def _n_chunk_part(cells: list, plan: Plan) -> Part:
+    """The `Part` of one N-chunk from its [H][W][C] nested blocks (records or one part)."""
+    first = cells[0][0][0].item()
+    if isinstance(first, Part):  # the blocks held whole images, or a lower combine ran
+        return first
+    h, w, c = len(cells), len(cells[0]), len(cells[0][0])
+    # C-major: all H×W blocks of the first channel block, then the next channel block
+    groups = [merge_pixel_parts(*(cells[i][j][k].item() for i in range(h) for j in range(w)))
+              for k in range(c)]
+    return _image_part(join_channels(groups), plan)
 
 
-def image_records(name: str, start: int | None, block: int, names: tuple[str, ...] | None,
-                  counts: tuple[int, ...], *blocks: Any
-                  ) -> tuple[Records | None, tuple[Skipped, ...], np.ndarray]:
-    """Records of the whole images of one N-chunk, from its blocks in C-major groups.
-
-    ``counts[k]`` blocks (the H×W blocks of channel block k) follow one another.
-    Returns the records of the finite images, the skipped ones, and the kept positions.
-    """
-    groups, rest = [], list(blocks)
-    for count in counts:
-        groups.append(merge_pixel_parts(*(_block_records(b, None) for b in rest[:count])))
-        rest = rest[count:]
-    return finite_rows(join_channels(groups, names), name, start, block)
-
-
-def _merge(*summaries: Summary) -> Summary:
-    total = summaries[0]
-    for summary in summaries[1:]:
-        total = total.merge(summary)
-    return total
-
-
-def _offsets(chunks: tuple[float, ...]) -> list[int | None]:
-    starts, at = [], 0.0
-    for size in chunks:
-        starts.append(None if np.isnan(at) else int(at))
-        at += size
-    return starts
-
-
-def block_tasks(x: Any) -> list[tuple[int, int | None, list[Delayed], tuple[int, ...]]]:
-    """For each N-chunk: its index, first image (None if unknown), blocks, C-group sizes."""
-    blocks = x.to_delayed()
-    starts = _offsets(x.chunks[0])
-    out = []
-    for i in range(blocks.shape[0]):
-        row = blocks[i]
-        # C-major: all H×W blocks of the first channel block, then the next channel block
-        groups = [row[:, :, k].ravel().tolist() for k in range(row.shape[2])]
-        out.append((i, starts[i], [b for g in groups for b in g], tuple(len(g) for g in groups)))
-    return out
-
-
-def _records_block(block: np.ndarray, name: str, names: tuple[str, ...] | None,
-                   block_info: dict | None = None) -> np.ndarray:
-    """Chunk step of whole-image blocks: (records, skipped) in a 1-element array."""
-    where = (block_info or {}).get(0, {})
-    index = where.get("chunk-location", (0,))[0]
-    start = where.get("array-location", [(np.nan,)])[0][0]
-    start = None if start is None or np.isnan(start) else int(start)
-    out = np.empty(1, dtype=object)
-    out[0] = _image_part(name, start, index, names, (1,), block)
-    return out
-
-
-def _chunk_parts(x: Any, name: str, names: tuple[str, ...] | None, run: str) -> list:
-    """One Delayed (records, skipped) per N-chunk of ``x`` (whole-image blocks: in an array).
-
-    Blocks holding whole images are reduced by a blockwise step, which Dask fuses with
-    the tasks that make the block (read, decode, map_blocks): the pixels never leave
-    the task that made them. Blocks split along H, W or C are combined per N-chunk.
-    """
-    if x.numblocks[1:] == (1, 1, 1):
-        parts = x.map_blocks(_records_block, name, names, dtype=object,
-                             drop_axis=[1, 2, 3], chunks=((1,) * x.numblocks[0],),
-                             meta=np.empty((0,), dtype=object), name=f"normstats-records-{run}")
-        return list(parts.to_delayed().ravel())
-    return [delayed(_image_part, pure=True)(name, start, i, names, counts, *blocks,
-                                            dask_key_name=f"normstats-records-{run}-{i}")
-            for i, start, blocks, counts in block_tasks(x)]
-
-
-def _summarize_parts(*parts: Any) -> Summary:
-    """First combine level: the records of up to 8 chunks summarised in one exact call."""
-    pairs = [p[0] if isinstance(p, np.ndarray) else p for p in parts]
-    batches = [records for records, _ in pairs if records is not None]
-    skipped = tuple(s for _, lost in pairs for s in lost)
-    return summarize(concat_records(batches) if batches else None, skipped)
-
-
-def summary_graph(x: Any, name: str = "array",
-                  channel_names: tuple[str, ...] | None = None) -> Delayed:
-    """One Delayed `Summary` of an (N, H, W, C) Dask array, built on its own graph.
-
-    Chunk records (a few hundred bytes per image) go to the first combine level, which
-    summarises groups of 8 chunks; the levels above merge summaries only.
-    """
-    # a fresh name per call: a result is never taken from an earlier run's keys
-    run = f"{x.name}-{uuid.uuid4().hex[:8]}"
-    parts = _chunk_parts(x, name, channel_names, run)
-    if not parts:
-        return delayed(Summary)()
-    parts = [delayed(_summarize_parts, pure=True)(*parts[j:j + _FAN_IN],
-                                                  dask_key_name=f"normstats-summary-{run}-{j}")
-             for j in range(0, len(parts), _FAN_IN)]
-    level = 0
-    while len(parts) > 1:
-        level += 1
-        parts = [delayed(_merge, pure=True)(*parts[j:j + _FAN_IN],
-                                            dask_key_name=f"normstats-merge-{run}-{level}-{j}")
-                 for j in range(0, len(parts), _FAN_IN)]
-    return parts[0]
-
-
-def run_graph(graph: Any, scheduler: Any = None, workers: int | None = None) -> Any:
-    """Compute ``graph`` on ``scheduler``: a local one by name, a cluster, or Dask's default.
-
-    With no scheduler, Dask's own choice applies (an active ``distributed.Client``, the
-    ``dask.config`` scheduler, or threads).
-    """
-    if is_distributed(scheduler):
-        with connect(scheduler) as client:
-            return client.gather(client.compute(graph, optimize_graph=False))
-    options: dict[str, Any] = {}
-    if scheduler is not None:
-        if scheduler not in ("sync", "threads", "processes"):
-            raise InvalidOptionError(f"unknown scheduler {scheduler!r}; choose sync, threads, "
-                                     "processes, or a distributed Client or address")
-        options["scheduler"] = local_scheduler(scheduler)
-    if workers is not None and scheduler in (None, "threads", "processes"):
-        options["num_workers"] = int(workers)
-    if scheduler == "processes":
-        # the engine's forked pool: no re-import per worker, unlike dask's spawned one
-        with process_pool(int(workers or default_workers())) as pool:
-            (result,) = dask.compute(graph, optimize_graph=False, pool=pool, **options)
-        return result
-    (result,) = dask.compute(graph, optimize_graph=False, **options)
-    return result
-
-
-def local_scheduler(name: Any) -> Any:
-    """Dask's get function for a local scheduler name; anything else as it is.
-
-    Handing ``dask.compute`` the function instead of its name skips Dask's look for a
-    default ``distributed`` client, which imports ``distributed`` (0.3 s) even when no
-    cluster exists.
+def merge_parts(parts: list[Part]) -> Part:
+    """Consecutive parts as one, exactly: sums merge, positions shift, files concatenate.
 
     Examples
     --------
-    >>> local_scheduler("sync").__name__, local_scheduler("tcp://host:8786")
-    ('get_sync', 'tcp://host:8786')
+    >>> merge_parts([Part(3, dropped=(1,)), Part(2, dropped=(0,))]).dropped
+    (1, 3)
     """
-    if name == "sync":
-        from dask.local import get_sync
+    rows, dropped, values, skipped = 0, [], [], []
+    for part in parts:
+        dropped.extend(rows + i for i in part.dropped)
+        rows += part.rows
+        skipped.extend(part.skipped)
+        if part.value is not None:
+            values.append(part.value)
+    if not values:
+        value = None
+    elif all(isinstance(v, Summary) for v in values):
+        value = reduce(Summary.merge, values)
+    else:
+        value = concat_records(values)
+    return Part(rows, value, tuple(dropped), tuple(skipped))
 
-        return get_sync
-    if name == "threads":
-        from dask.threaded import get
 
-        return get
-    if name == "processes":
-        from dask.multiprocessing import get
-
-        return get
-    return name
+def _combine(nested: list, axis: Any = None, keepdims: bool = True, *, plan: Plan) -> np.ndarray:
+    """Combine step: nested [N][H][W][C] blocks of 8 N-chunks to one `Part`."""
+    part = merge_parts([_n_chunk_part(cells, plan) for cells in nested])
+    if plan.collect or isinstance(part.value, Summary):
+        return boxed(part)
+    return boxed(replace(part, value=summarize(part.value)))
 
 
-def reduce_dask_array(x: Any, *, layout: str | None = None,
-                      channel_names: tuple[str, ...] | None = None, scheduler: Any = None,
-                      workers: int | None = None) -> Summary:
-    """The exact `Summary` of a Dask array of images, reduced block by block.
+def _aggregate(nested: list, axis: Any = None, keepdims: bool = False, *,
+               plan: Plan) -> np.ndarray:
+    """Aggregate step: the last combine, as a 0-d block."""
+    return boxed(_combine(nested, plan=plan).item(), 0)
+
+
+def _keep(block: np.ndarray, axis: Any = None, keepdims: bool = True) -> np.ndarray:
+    return block  # the chunk step ran blockwise already (it may read a reader's skipped files)
+
+
+def chunk_parts(x: Any, plan: Plan, lost: Any = None) -> Any:
+    """The chunk step over (N, H, W, C) Dask array ``x``: an object array, one block a block.
+
+    ``lost`` (optional) is a Dask object array with one block per N-chunk of ``x``: the
+    files skipped by the reader task that made that chunk (see `normstats.engine.dask_images`).
+    """
+    import dask.array as da
+
+    args = [x, "ijkl"] + ([lost, "i"] if lost is not None else [])
+    return da.blockwise(partial(_chunk, plan=plan), "ijkl", *args, dtype=object,
+                        align_arrays=False, adjust_chunks=dict.fromkeys("ijkl", 1),
+                        meta=np.empty((0,) * 4, dtype=object), name=fresh_name("chunk"))
+
+
+def fresh_name(step: str) -> str:
+    """A key name of its own for each reduction built: a cluster still holding the parts of
+    an earlier reduction (files since changed, a retried run) never answers this one."""
+    return f"normstats-{step}-{uuid.uuid4().hex}"
+
+
+def reduce_parts(parts: Any, plan: Plan) -> Any:
+    """The 0-d Dask array of one `Part`: `dask.array.reduction` of the chunk step's blocks.
 
     Examples
     --------
     >>> import numpy as np, dask.array as da
     >>> x = da.from_array(np.arange(96, dtype=np.uint8).reshape(2, 4, 4, 3), chunks=(1, 2, 4, 1))
-    >>> reduce_dask_array(x, scheduler="sync").moments.total
-    (1488, 1520, 1552)
+    >>> plan = Plan(whole=False)
+    >>> part = reduce_parts(chunk_parts(x, plan), plan).compute(scheduler="sync").item()
+    >>> part.rows, part.value.moments.total
+    (2, (1488, 1520, 1552))
     """
-    images, _ = as_image_blocks(x, layout)
-    return run_graph(summary_graph(images, "array", channel_names), scheduler, workers)
+    import dask.array as da
+
+    # the first combine takes every H, W and C block of its N-chunks: whole images
+    every = {0: FAN_IN, **{axis: max(1, parts.numblocks[axis]) for axis in (1, 2, 3)}}
+    return da.reduction(parts, _keep, partial(_aggregate, plan=plan),
+                        combine=partial(_combine, plan=plan), split_every=every,
+                        concatenate=False, dtype=object, meta=np.empty((), dtype=object),
+                        name="normstats-reduce")
+
+
+def finish_summary(part: Part, name: str, skipped: tuple[Skipped, ...] = ()) -> Summary:
+    """The `Summary` of a whole array's `Part`: files skipped, then images dropped by index.
+
+    Examples
+    --------
+    >>> finish_summary(Part(4, dropped=(2,)), "array").skipped[0].path
+    'array[2]'
+    """
+    named = tuple(Skipped(f"{name}[{i}]", NON_FINITE) for i in part.dropped)
+    lost = part.skipped + tuple(skipped) + named
+    value = part.value if isinstance(part.value, Summary) else Summary()
+    return replace(value, skipped=lost)

@@ -33,7 +33,7 @@ from typing import Any
 
 from normstats.engine.cluster import connect, wait_for_threads, warn_about_malloc_trim
 from normstats.engine.progress import TASK_PREFIX, ProgressBar
-from normstats.errors import NormstatsError
+from normstats.errors import NormstatsError, SkipKind
 from normstats.maths.records import Skipped
 from normstats.maths.summary import Summary, summarize
 from normstats.maths.text_report import printable
@@ -270,7 +270,8 @@ class _ClusterRun:
                     attempts, worker)
         self.times.crashed += 1
         skipped = Skipped(path, f"{CRASH_REASON} {attempts} times (the worker process died "
-                                "reading or decoding it: a decoder crash or out of memory)")
+                                "reading or decoding it: a decoder crash or out of memory)",
+                          SkipKind.TRANSIENT)  # maybe the machine's fault: tried again
         return self._deliver(Summary(skipped=(skipped,)), TaskResult(None, (skipped,)), 0.0)
 
     def cancel(self) -> None:

@@ -20,6 +20,7 @@ from normstats.maths.stats import DatasetStats
 from normstats.sources.arrays import ArrayTask, as_nhwc, open_array
 from normstats.sources.base import TaskResult
 from normstats.sources.folder import FolderTask, records_of_images
+from normstats.sources.options import ReadOptions
 
 __all__ = ["HistogramResult", "HistogramSource", "compute_with_histogram", "robust_range"]
 
@@ -109,10 +110,13 @@ class HistogramSource:
         return [_WRAPPERS[type(task)](task) for task in tasks]
 
 
-def compute_with_histogram(data: Any, **options: Any) -> tuple[DatasetStats, Histogram]:
+def compute_with_histogram(data: Any, options: ReadOptions | None = None,
+                           **run: Any) -> tuple[DatasetStats, Histogram]:
     """`normstats.compute` plus the exact per-channel histogram of the same pixels.
 
-    ``options`` are those of `normstats.compute` (the cache is not used).
+    ``options`` say how ``data`` is read (default: the defaults); ``run`` are the run
+    arguments of `compute_stats` (workers, scheduler, task_size, progress, on_result). The
+    record cache is not used: cached records hold no pixels.
 
     Examples
     --------
@@ -121,27 +125,22 @@ def compute_with_histogram(data: Any, **options: Any) -> tuple[DatasetStats, His
     >>> stats.images, hist.percentile(50.0)
     (1, (127.5,))
     """
-    from normstats.engine.compute import compute
+    from normstats.engine.compute import compute_stats
     from normstats.sources import open_source
-    from normstats.sources.decoding.transforms import transformed_source
 
-    opening = {k: options.pop(k) for k in ("mode", "layout", "max_pixels", "max_file_bytes",
-                                           "format", "image_key") if k in options}
-    fail_fast = options.get("on_error") == "fail"
-    source = open_source(data, fail_fast=fail_fast, channel_names=options.get("channels"),
-                         **opening)
-    source = transformed_source(source, options.pop("resize", None),
-                                options.pop("center_crop", None))
+    options = options or ReadOptions()
+    source = HistogramSource(open_source(data, options=options))
     histograms: list[Histogram | None] = [None]
-    user_callback = options.pop("on_result", None)
+    user_callback = run.pop("on_result", None)
 
     def collect(result: TaskResult) -> None:
         histograms[0] = _merge(histograms[0], getattr(result, "histogram", None))
         if user_callback is not None:
             user_callback(result)
 
-    options["cache"] = False
-    stats = compute(HistogramSource(source), on_result=collect, **options)
+    # the source decodes with its transforms already: they are not added twice
+    opened = options.with_changes(resize=None, center_crop=None)
+    stats = compute_stats(source, opened, on_result=collect, cache=False, **run)
     return stats, histograms[0]
 
 
@@ -153,7 +152,7 @@ def robust_range(stats: DatasetStats, histogram: Histogram,
     --------
     >>> import numpy as np
     >>> s, h = compute_with_histogram(np.arange(201, dtype=np.uint8).reshape(1, 201, 1, 1),
-    ...                               scale=1)
+    ...                               ReadOptions(scale=1))
     >>> robust_range(s, h)
     {'p0.5': (1.0,), 'p99.5': (199.0,)}
     """

@@ -12,12 +12,12 @@ hf                 ``preprocessor_config.json`` keys ``image_mean``, ``image_std
                    ``do_rescale``, ``rescale_factor`` (1/255 for 8-bit)
 mmcv               raw pixel units ([0, 255] for 8-bit), ``to_rgb=True`` (mmcv loads BGR)
 detectron2         raw pixel units, ``PIXEL_MEAN``/``PIXEL_STD`` and ``INPUT.FORMAT`` spelled out
-json               mean, std, variant, channels and scale as one JSON object
 =================  ==========================================================================
 
 Every export names the std variant it uses and the channel order; ``bgr=True``
 reverses a three-channel order for frameworks that read BGR (OpenCV loaders, detectron2).
-Numbers are printed with ``repr`` so they round-trip exactly.
+Numbers are printed with ``repr`` so they round-trip exactly. The whole result as JSON
+is `DatasetStats.to_json` (``--json``), not an export.
 """
 
 from __future__ import annotations
@@ -166,16 +166,9 @@ def to_detectron2(c: Constants) -> str:
         f"cfg.MODEL.PIXEL_STD = {_list(c.raw(c.std))}"])
 
 
-def to_json(c: Constants) -> str:
-    """Mean, std (and variance) with the variant, channel order and scale."""
-    return json.dumps({"mean": list(c.mean), "std": list(c.std), "variance": list(c.variance),
-                       **_metadata(c)}, indent=2)
-
-
 EXPORTERS: dict[str, Callable[[Constants], str]] = {
     "torchvision": to_torchvision, "timm": to_timm, "albumentations": to_albumentations,
     "keras": to_keras, "hf": to_hf, "mmcv": to_mmcv, "detectron2": to_detectron2,
-    "json": to_json,
 }
 FORMATS = tuple(EXPORTERS)
 

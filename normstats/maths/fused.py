@@ -15,36 +15,73 @@ platforms use (as exact, 11 and 6 GB/s). Integer arithmetic throughout: results 
 exact and identical to `normstats.maths.image_moments`.
 
 Loading it is an ordinary import of a small library: no compiler runs at run time, and a
-run of three images pays nothing for it. An installation without it (a source tree used
-without ``pip install``) says so once and falls back to numpy's passes, which give the
-same results more slowly.
+run of three images pays nothing for it. An installation without it (built where no C
+compiler was found, or a source tree used without ``pip install``) falls back to numpy's
+passes, which give the same results more slowly, and says so once: when the process the
+user started imports this module, never in the pool or cluster workers it starts.
+`kernel_info` (and ``normstats --version``) tells which kernel is in use.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
 
 __all__ = ["uint8_moments", "uint8_moments_into", "uint8_moments_rows", "outputs", "available",
-           "exponent_bins", "MISSING_NOTICE"]
+           "exponent_bins", "kernel_info", "MISSING_NOTICE"]
 
-MISSING_NOTICE = ("normstats: the compiled statistics kernel is missing from this installation "
-                  "(reinstall with `pip install normstats`); using numpy's slower passes")
+MISSING_NOTICE = (
+    "normstats: this installation has no compiled kernels, so statistics take numpy's slower "
+    "passes (the results are the same). To build them, install a C compiler and the Python "
+    "headers (e.g. `apt install build-essential python3-dev`), then reinstall from the normstats "
+    "checkout: `pip install --force-reinstall --no-deps .` (or `pip install -e .`)")
 
 
 @functools.cache
 def _extension() -> ModuleType | None:
-    """`normstats.maths._moments`, or None (said once) when it was not built."""
+    """`normstats.maths._moments`, or None when it was not built."""
     try:
         from normstats.maths import _moments
     except ImportError:
-        logging.getLogger("normstats.maths.fused").warning(MISSING_NOTICE)
         return None
     return _moments
+
+
+def _in_worker_process() -> bool:
+    """True in a process started by `multiprocessing` (a pool worker, a Dask worker)."""
+    # Such a child always has multiprocessing loaded (it was started through it), so a
+    # process without the module was started by the user, and need not import it. The name
+    # is set before a spawned child imports anything, unlike `parent_process()`.
+    multiprocessing = sys.modules.get("multiprocessing")
+    return multiprocessing is not None and multiprocessing.current_process().name != "MainProcess"
+
+
+def _say_when_missing() -> None:
+    """Say `MISSING_NOTICE` when the kernel is missing, in the process the user started
+    only: its workers run the same installation, and a notice per worker is noise."""
+    if _extension() is None and not _in_worker_process():
+        logging.getLogger(__name__).warning(MISSING_NOTICE)
+
+
+def kernel_info() -> str:
+    """Which kernel computes the statistics of 8-bit images: the compiled C one with the
+    variant this CPU runs (``avx512vnni``, ``avx512``, ``avx2`` or ``portable``), or
+    numpy's passes when the installation has none. The results are the same either way.
+
+    Examples
+    --------
+    >>> kernel_info()
+    'compiled C (...)'
+    """
+    module = _extension()
+    if module is None:
+        return "numpy (no compiled kernel in this installation: exact, slower)"
+    return f"compiled C ({module._variants()[0]})"
 
 
 def available() -> bool:
@@ -166,3 +203,8 @@ def uint8_moments_rows(images: np.ndarray, row: int, sums: np.ndarray, squares: 
     end = row + len(images)
     _kernel(sums.shape[1])(np.ascontiguousarray(images), sums[row:end], squares[row:end],
                            lows[row:end], highs[row:end])
+
+
+# Once per process, as the module loads: the process the user started imports it before any
+# image is reduced, whether the reduction then runs here or in workers.
+_say_when_missing()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from normstats.errors import IncompatibleImagesError
+from normstats.errors import IncompatibleImagesError, SkipKind
 from normstats.maths import fused
 from normstats.maths.image_moments import MAX_INTEGER_BITS, extrema, float_moments, integer_sums
 from normstats.maths.moments import FloatMoments, IntegerMoments, Moments
@@ -24,23 +24,33 @@ __all__ = ["Skipped", "IntegerRecords", "FloatRecords", "Records", "records_from
 
 @dataclass(frozen=True)
 class Skipped:
-    """An input that could not be used, and why.
+    """An input that could not be used, why, and what kind of failure that is.
+
+    ``path`` names the input (``a/1.jpg``, ``shard.tar:member``, ``array[3]``); ``reason``
+    says why, for people; ``kind`` (a `SkipKind`) is what programs decide by: the input's
+    content, a refusal, the moment (transient), or a second name of an input already read.
 
     Examples
     --------
     >>> Skipped("train/cat/1.jpg", "truncated JPEG").to_dict()
-    {'path': 'train/cat/1.jpg', 'reason': 'truncated JPEG'}
+    {'path': 'train/cat/1.jpg', 'reason': 'truncated JPEG', 'kind': 'unreadable'}
+    >>> Skipped.from_dict({"path": "a.png", "reason": "permission denied",
+    ...                    "kind": "transient"}).kind
+    <SkipKind.TRANSIENT: 'transient'>
     """
 
     path: str
     reason: str
+    kind: SkipKind = SkipKind.UNREADABLE
 
     def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
+        return {"path": self.path, "reason": self.reason, "kind": self.kind.value}
 
     @classmethod
     def from_dict(cls, data: dict[str, str]) -> Skipped:
-        return cls(str(data["path"]), str(data["reason"]))
+        # reports written before kinds existed have none: their skips were read as content
+        return cls(str(data["path"]), str(data["reason"]),
+                   SkipKind(data.get("kind", SkipKind.UNREADABLE)))
 
 
 @dataclass(frozen=True, eq=False)

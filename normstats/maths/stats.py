@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.exact import FIXED_BITS
+from normstats.maths.findings import Estimate, OutlierReport
 from normstats.maths.records import Skipped
 from normstats.maths.summary import Summary
 from normstats.maths.variants import VARIANTS
@@ -94,6 +95,15 @@ class DatasetStats:
     #: them whose cached record no longer matched the file.
     cache_checked: int = field(default=0, compare=False)
     cache_changed: tuple[str, ...] = field(default=(), compare=False)
+    #: What a run found beside the constants, when asked (see `normstats.compute`): the
+    #: sample's 95% half-widths (``sample=``), the exact robust range ``{"p0.5": ...,
+    #: "p99.5": ...}`` (``percentiles=True``), exact statistics per immediate sub-folder
+    #: (``by_folder=True``) and the unusual images (``outliers=True``); None when not asked.
+    #: ``==`` compares the constants, not these.
+    estimate: Estimate | None = field(default=None, compare=False)
+    percentiles: dict[str, tuple[float, ...]] | None = field(default=None, compare=False)
+    by_folder: dict[str, DatasetStats] | None = field(default=None, compare=False)
+    outliers: OutlierReport | None = field(default=None, compare=False)
 
     @classmethod
     def from_summary(cls, summary: Summary, *, channels: tuple[str, ...] | None = None,
@@ -166,13 +176,45 @@ class DatasetStats:
                                      f"({self.kind}, {self.pixels_per_channel} values)")
         return values
 
+    def interval(self, name: str) -> tuple[tuple[float, float], ...]:
+        """Per-channel (low, high) 95% confidence interval of statistic ``name`` of a
+        sampled result (``compute(..., sample=N)``).
+
+        Examples
+        --------
+        >>> import numpy as np, normstats
+        >>> data = np.random.default_rng(0).integers(0, 256, (50, 4, 4, 1), np.uint8)
+        >>> low, high = normstats.compute(data, sample=20, seed=0).interval("mean")[0]
+        >>> low < normstats.compute(data).mean[0] < high
+        True
+        """
+        if self.estimate is None:
+            raise InvalidOptionError("only a sampled result (sample= or precision=) has "
+                                     "confidence intervals")
+        if name not in self.estimate.half_width:
+            raise InvalidOptionError(f"no interval for {name!r}; there are intervals for "
+                                     f"{', '.join(self.estimate.half_width)}")
+        values = self.mean if name == "mean" else self.variant(name)
+        return tuple((v - h, v + h) for v, h in zip(values, self.estimate.half_width[name]))
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; `from_dict` restores an equal object (floats round-trip)."""
-        data = asdict(self)
+        """A JSON-ready dict; `from_dict` restores an equal object (floats round-trip).
+
+        What a run found beside the constants is there too (null when not asked): the
+        ``--json`` of the command line is this dict.
+        """
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["skipped"] = [s.to_dict() for s in self.skipped]
         for name in ("channels", "counts", "cache_changed", *_PER_CHANNEL):
             if data[name] is not None:
                 data[name] = list(data[name])
+        for name in ("estimate", "outliers"):
+            if data[name] is not None:
+                data[name] = data[name].to_dict()
+        if self.percentiles is not None:
+            data["percentiles"] = {k: list(v) for k, v in self.percentiles.items()}
+        if self.by_folder is not None:
+            data["by_folder"] = {k: s.to_dict() for k, s in self.by_folder.items()}
         return data
 
     @classmethod
@@ -183,6 +225,13 @@ class DatasetStats:
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         values["skipped"] = tuple(Skipped.from_dict(s) for s in data.get("skipped", ()))
+        for name, kind in (("estimate", Estimate), ("outliers", OutlierReport)):
+            if values.get(name) is not None:
+                values[name] = kind.from_dict(values[name])
+        if values.get("percentiles") is not None:
+            values["percentiles"] = {k: tuple(v) for k, v in values["percentiles"].items()}
+        if values.get("by_folder") is not None:
+            values["by_folder"] = {k: cls.from_dict(v) for k, v in values["by_folder"].items()}
         return cls(**values)
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -105,6 +105,7 @@ class Normalize:
         self.std = _parse_std(std, self.mean.size)
         if scale is not None and (not scale > 0 or not np.isfinite(scale)):
             raise InvalidOptionError(f"scale must be positive and finite, got {scale}")
+        layout = _lower(layout)  # choices forgive case, as everywhere in normstats
         if layout not in ("chw", "hwc"):
             raise InvalidOptionError(f"layout must be 'chw' or 'hwc', got {layout!r}")
         if threads < 1:
@@ -185,7 +186,7 @@ class Normalize:
 
         ``out`` is an optional float32 target. A one-channel 3-d input whose last axis is 1
         could be one (H, W, 1) image or (N, H, 1) images: say which with ``input_layout``
-        ("hwc" or "nhw"); it is never guessed.
+        ("hwc" or "nhw", in any case); it is never guessed.
         """
         x = np.asarray(x)
         x, single = self._as_nhwc(x, input_layout)
@@ -203,7 +204,7 @@ class Normalize:
 
     def _as_nhwc(self, x: np.ndarray, input_layout: str | None) -> tuple[np.ndarray, bool]:
         """The input as NHWC, and whether it was a single image."""
-        layout = input_layout or self._guess_layout(x)
+        layout = _lower(input_layout) if input_layout is not None else self._guess_layout(x)
         expected = {"hwc": 3, "nhwc": 4, "hw": 2, "nhw": 3}
         if layout not in expected:
             raise InvalidOptionError(f"input_layout must be one of {', '.join(expected)}, "
@@ -330,3 +331,14 @@ def stats_input_scale(stats: Any) -> float | None:
 def _output_shape(nhwc: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
     n, h, w, c = nhwc
     return (n, c, h, w) if layout == "chw" else (n, h, w, c)
+
+
+def _lower(choice: Any) -> Any:
+    """A choice in lower case whatever the case it was typed in (others pass, to be refused).
+
+    Examples
+    --------
+    >>> _lower("HWC"), _lower(3)
+    ('hwc', 3)
+    """
+    return choice.lower() if isinstance(choice, str) else choice

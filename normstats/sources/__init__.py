@@ -13,12 +13,11 @@ import importlib
 from typing import Any
 
 __all__ = ["open_source", "Source", "Task", "TaskResult", "FolderSource", "ArraySource",
-           "IterableSource", "MappedSource", "RemoteFolderSource", "DecodePolicy"]
+           "IterableSource", "MappedSource", "RemoteFolderSource"]
 
 _HOMES = {"open_source": "opening", "Source": "base", "Task": "base", "TaskResult": "base",
           "FolderSource": "folder", "ArraySource": "arrays", "IterableSource": "iterable",
-          "MappedSource": "mapped", "RemoteFolderSource": "remote",
-          "DecodePolicy": "decoding.policy"}
+          "MappedSource": "mapped", "RemoteFolderSource": "remote"}
 
 
 def __getattr__(name: str) -> Any:

@@ -44,7 +44,8 @@ from normstats.maths.records import (
 from normstats.sources.base import Task, TaskResult, split_evenly
 from normstats.sources.zarr_chunks import holes_in, read_rows
 
-__all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "LAYOUTS", "open_array",
+__all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "parse_layout",
+           "LAYOUTS", "open_array",
            "stack_records", "is_zarr_folder", "check_axes"]
 
 LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
@@ -82,10 +83,24 @@ def detect_layout(shape: tuple[int, ...]) -> str:
                              "vectors (N, d)")
 
 
+def parse_layout(layout: str | None) -> str | None:
+    """A layout in capitals whatever the case it was typed in (None: detect it).
+
+    Examples
+    --------
+    >>> parse_layout("nhwc"), parse_layout(None)
+    ('NHWC', None)
+    """
+    if layout is None:
+        return None
+    if not isinstance(layout, str) or layout.upper() not in LAYOUTS:
+        raise InvalidOptionError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    return layout.upper()
+
+
 def check_layout(layout: str, ndim: int) -> str:
     """``layout`` if it is known and fits a ``ndim``-d array, else a one-line error."""
-    if layout not in LAYOUTS:
-        raise InvalidOptionError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    layout = parse_layout(layout)
     if len(layout) != ndim:
         raise InvalidOptionError(f"layout {layout} needs a {len(layout)}-d array, got {ndim}-d")
     return layout

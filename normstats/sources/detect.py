@@ -32,7 +32,7 @@ from normstats.sources.cifar import (
     open_records,
 )
 from normstats.sources.decoding.file_read import open_regular
-from normstats.sources.decoding.policy import IMAGE_EXTENSIONS, policy_of
+from normstats.sources.decoding.policy import IMAGE_EXTENSIONS, DecodePolicy
 from normstats.sources.idx import looks_like_idx, open_idx
 from normstats.sources.image_files import ImageFilesSource
 from normstats.sources.npz import open_npz
@@ -107,11 +107,11 @@ def detect_format(path: str) -> str:
                          f"{', '.join(FORMATS)})", path=path)
 
 
-def open_format(path: str, fmt: str, *, mode: str = "RGB", layout: str | None = None,
-                max_pixels: int | None = None, fail_fast: bool = False,
-                channel_names: tuple[str, ...] | None = None,
-                max_file_bytes: int | None = None, **extra: Any) -> Any:
-    """Open ``path`` as a source of format ``fmt`` (one of `FILE_FORMATS`).
+def open_format(path: str, fmt: str, *, policy: DecodePolicy | None = None,
+                layout: str | None = None, fail_fast: bool = False,
+                channel_names: tuple[str, ...] | None = None, **extra: Any) -> Any:
+    """Open ``path`` as a source of format ``fmt`` (one of `FILE_FORMATS`); image files
+    decode under ``policy`` (default: `DecodePolicy`'s defaults).
 
     ``extra`` passes format options from manifests: ``member`` (npz), ``counts`` and
     ``image_ext`` (tar), ``column`` (parquet).
@@ -126,7 +126,7 @@ def open_format(path: str, fmt: str, *, mode: str = "RGB", layout: str | None = 
         return open_cifar_python(path)
     if fmt == "npz":
         return open_npz(path, extra.get("member"), layout, channel_names)
-    policy = policy_of(mode, max_pixels, max_file_bytes)
+    policy = policy or DecodePolicy()
     if fmt == "image":
         return ImageFilesSource([path], policy, fail_fast)
     if fmt == "parquet":

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.errors import NormstatsError, SkipKind, UnreadableInputError, input_error
 from normstats.maths import fused
 from normstats.maths.records import Records, Skipped, concat_records, records_from_stack
 from normstats.maths.uint8_rows import Uint8Rows
@@ -26,7 +26,7 @@ from normstats.sources.decoding.decode import (
     decode_file,
 )
 from normstats.sources.file_list import FileEntry, FileList
-from normstats.sources.walk import DUPLICATE, WalkResult, walk_images
+from normstats.sources.walk import WalkResult, walk_images
 
 __all__ = ["FolderSource", "FolderTask", "ListedTask", "ListedFiles", "records_of_images",
            "reduce_as_decoded", "file_task_ranges", "DecodingTask"]
@@ -113,7 +113,7 @@ class FolderTask(DecodingTask, ListedTask):
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise
-                skipped.append(Skipped(path, error.reason))
+                skipped.append(Skipped(path, error.reason, error.kind))
                 continue
             yield path, image
 
@@ -196,10 +196,10 @@ class ListedFiles:
         self.skipped = walk.skipped
         self.ignored = walk.ignored
         if fail_fast:  # what the listing could not use stops the run too, like a bad file
-            unusable = next((s for s in walk.skipped if not s.reason.startswith(DUPLICATE)),
+            unusable = next((s for s in walk.skipped if s.kind is not SkipKind.DUPLICATE),
                             None)
             if unusable is not None:
-                raise UnreadableInputError(unusable.reason, unusable.path)
+                raise input_error(unusable.kind, unusable.reason, unusable.path)
 
     def task(self, files: FileList) -> Task:
         raise NotImplementedError

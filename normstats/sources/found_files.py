@@ -13,14 +13,12 @@ from stat import S_ISREG
 
 import numpy as np
 
+from normstats.errors import SkipKind
 from normstats.maths.records import Skipped
 from normstats.sources.decoding.file_read import not_regular_reason
 from normstats.sources.file_list import PATH_ENCODING, PATH_ERRORS, FileList, change_stamps
 
-__all__ = ["FoundFiles", "DUPLICATE"]
-
-#: How a second link to a file already listed begins its skip reason: not an error.
-DUPLICATE = "same file as"
+__all__ = ["FoundFiles"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -45,7 +43,7 @@ class FoundFiles:
         modes, devices, inodes, sizes, mtimes, ctimes = zip(*rows)
         if not all(map(S_ISREG, modes)):
             regular = list(map(S_ISREG, modes))
-            skipped += [Skipped(path, not_regular_reason(mode))
+            skipped += [Skipped(path, not_regular_reason(mode), SkipKind.REFUSED)
                         for path, mode, ok in zip(paths, modes, regular) if not ok]
             self.extend(list(compress(paths, regular)), list(compress(rows, regular)), skipped)
             return
@@ -77,8 +75,8 @@ class FoundFiles:
             return files
         for position in np.flatnonzero(~is_first).tolist():
             skipped.append(Skipped(files[position].path,
-                                   f"{DUPLICATE} {files[int(first[position])].path} (a hard "
-                                   "or symbolic link); counted once"))
+                                   f"same file as {files[int(first[position])].path} (a hard "
+                                   "or symbolic link); counted once", SkipKind.DUPLICATE))
         return files.take(np.flatnonzero(is_first))
 
 

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 
 from normstats.errors import NormstatsError
 from normstats.sources.base import Task
-from normstats.sources.decoding.decode import DecodePolicy
-from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
+from normstats.sources.decoding.policy import IMAGE_EXTENSIONS, DecodePolicy
 from normstats.sources.file_list import FileList
 from normstats.sources.folder import FolderTask, ListedFiles
 from normstats.sources.walk import list_named_files

@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any
 
+from normstats.errors import SkipKind
 from normstats.maths.records import Skipped
 from normstats.sources.decoding.file_read import not_regular_reason
 from normstats.sources.decoding.policy import policy_of
@@ -67,10 +68,11 @@ class ImageFolderFiles(ListedFiles):
             try:
                 info = os.stat(path)
             except OSError as error:
-                skipped.append(Skipped(relative, f"cannot stat file: {error.strerror}"))
+                skipped.append(Skipped(relative, f"cannot stat file: {error.strerror}",
+                                       SkipKind.TRANSIENT))
                 continue
             if (reason := not_regular_reason(info.st_mode)) is not None:
-                skipped.append(Skipped(relative, reason))
+                skipped.append(Skipped(relative, reason, SkipKind.REFUSED))
                 continue
             kept.append(relative)
             sizes.append(info.st_size)

@@ -78,7 +78,7 @@ class IterableSource:
                 batch.append((str(index), item_pixels(item, self.layout, self.pil_mode,
                                                       self.image_key)))
             except NormstatsError as error:
-                raise NormstatsError(error.reason, path=f"item {index}") from None
+                raise type(error)(error.reason, path=f"item {index}") from None
             if len(batch) == self.batch_size:
                 yield TaskResult(records_of_images(batch))
                 batch = []

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.errors import NormstatsError
 from normstats.maths.records import Skipped
 from normstats.sources.base import TaskResult, default_task_size, split_evenly
 from normstats.sources.decoding.policy import DecodedImage
@@ -112,8 +112,8 @@ class MappedTask:
                                                         self.image_key)))
             except NormstatsError as error:
                 if self.fail_fast:
-                    raise NormstatsError(error.reason, path=f"item {index}") from None
-                skipped.append(Skipped(f"item {index}", error.reason))
+                    raise type(error)(error.reason, path=f"item {index}") from None
+                skipped.append(Skipped(f"item {index}", error.reason, error.kind))
             except Exception as error:  # noqa: BLE001 - the user's __getitem__ failed
                 reason = f"reading the item failed: {type(error).__name__}: {error}"
                 if self.fail_fast:
@@ -180,10 +180,3 @@ def _pickled(dataset: Any) -> tuple[bytes | None, str]:
         return _cloudpickle().dumps(dataset), ""
     except Exception as error:  # noqa: BLE001 - any reason means "use threads"
         return None, " ".join(f"{type(error).__name__}: {error}".split())[:120]
-
-
-def check_mode(mode: str) -> str:
-    """The mode map-style and iterable items honour: PIL images are converted to it."""
-    if mode not in ("RGB", "L", "RGBA", "keep"):
-        raise InvalidOptionError(f"unknown mode {mode!r}; choose one of RGB, L, RGBA, keep")
-    return mode

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
-from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.errors import InvalidOptionError, NormstatsError, RefusedInputError
 from normstats.maths.records import Skipped
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Source
 from normstats.sources.decoding.file_read import not_a_dataset_path
-from normstats.sources.decoding.policy import policy_of
+from normstats.sources.decoding.transforms import transformed_source
 from normstats.sources.folder import FolderSource
+from normstats.sources.options import ReadArguments, ReadOptions, read_options
 from normstats.sources.path_patterns import (
     expand_paths,
     is_pattern,
@@ -40,21 +41,22 @@ __all__ = ["open_source"]
 # (~20 ms of every start).
 
 
-def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
-                max_pixels: int | None = None, fail_fast: bool = False,
-                channel_names: tuple[str, ...] | None = None,
-                format: str | None = None,
-                image_key: str | None = None,
-                max_file_bytes: int | None = None) -> Source | IterableSource:
+def open_source(data: Any, *, options: ReadOptions | None = None,
+                **read: Unpack[ReadArguments]) -> Source | IterableSource:
     """The source for ``data``: a path (folder, ``.npy``, zarr), an array, a map-style
     dataset (``__len__`` and ``__getitem__``: read by index in parallel tasks), a
     ``DataLoader`` (read batch by batch) or any other iterable of images.
+
+    ``options`` (a `ReadOptions`) and the keyword arguments ``read`` (its fields, which
+    replace the object's) say how to read it; ``resize`` and ``center_crop`` apply to
+    whatever decodes image files, and are an error for arrays.
 
     A URL (``memory://``, ``s3://bucket/train``, ...) names a folder read through fsspec
     (`RemoteFolderSource`); ``file://`` URLs are plain local paths.
 
     Dataset files (IDX, CIFAR batches, tar shards, ``.npz``) are recognised by content
-    and name (`normstats.sources.detect`); ``format`` overrides. A source is returned as is.
+    and name (`normstats.sources.detect`); ``format`` overrides. A source is returned as is
+    (with ``resize`` and ``center_crop`` added to its decode policy, when given).
 
     Examples
     --------
@@ -62,18 +64,21 @@ def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
     >>> type(open_source(np.zeros((2, 4, 4, 3), np.uint8))).__name__
     'ArraySource'
     """
+    options = read_options(options, dict(read))
     if hasattr(data, "tasks") and hasattr(data, "scheduler"):
-        return data
+        source = data
+    else:
+        source = _open(data, options)
+    return transformed_source(source, options.resize, options.center_crop)
+
+
+def _open(data: Any, options: ReadOptions) -> Source | IterableSource:
     if is_url(data):
         data = local_path(data) or data
         if is_url(data):  # fsspec: memory://, s3://, gcs://, ...
             from normstats.sources.remote import RemoteFolderSource
 
-            policy = policy_of(mode, max_pixels, max_file_bytes)
-            return RemoteFolderSource(data, policy, fail_fast=fail_fast)
-    options = dict(mode=mode, layout=layout, max_pixels=max_pixels, fail_fast=fail_fast,
-                   channel_names=channel_names, format=format, image_key=image_key,
-                   max_file_bytes=max_file_bytes)
+            return RemoteFolderSource(data, options.policy, fail_fast=options.fail_fast)
     if _is_path_list(data):
         return _open_paths(list(data), options)
     if isinstance(data, str | os.PathLike):
@@ -82,24 +87,25 @@ def open_source(data: Any, *, mode: str = "RGB", layout: str | None = None,
             return _open_paths([path], options)
         return _open_path(path, options)
     if isinstance(data, np.ndarray) or _is_array_like(data):
-        return ArraySource(data, layout=layout, channel_names=channel_names)
+        return ArraySource(data, layout=options.layout, channel_names=options.channels,
+                           allow_missing_chunks=options.allow_missing_chunks)
     return _open_object(data, options)
 
 
-def _open_object(data: Any, options: dict[str, Any]) -> Source | IterableSource:
+def _open_object(data: Any, options: ReadOptions) -> Source | IterableSource:
     """The source of a dataset object: map-style (by index) or any iterable of images."""
     from normstats.sources.image_folder import ImageFolderFiles, plain_image_folder
     from normstats.sources.iterable import IterableSource, is_data_loader
     from normstats.sources.mapped import MappedSource, is_map_style
 
-    mode, layout, image_key, fail_fast, max_pixels = (
-        options[name] for name in ("mode", "layout", "image_key", "fail_fast", "max_pixels"))
+    mode, layout, image_key = options.mode, options.layout, options.image_key
     if is_map_style(data) and not is_data_loader(data):
         if plain_image_folder(data, mode):
-            return ImageFolderFiles(data, fail_fast=fail_fast, max_pixels=max_pixels,
-                                    max_file_bytes=options["max_file_bytes"])
+            return ImageFolderFiles(data, fail_fast=options.fail_fast,
+                                    max_pixels=options.max_pixels,
+                                    max_file_bytes=options.max_file_bytes)
         return MappedSource(data, mode=mode, layout=layout, image_key=image_key,
-                            fail_fast=fail_fast)
+                            fail_fast=options.fail_fast)
     if isinstance(data, Iterable):
         return IterableSource(data, layout=layout, mode=mode, image_key=image_key)
     raise NormstatsError(f"cannot compute statistics of a {type(data).__name__}: pass a folder, "
@@ -112,13 +118,13 @@ def _is_path_list(data: Any) -> bool:
         all(isinstance(item, str | os.PathLike) for item in data)
 
 
-def _open_path(path: str, options: dict[str, Any]) -> Source:
+def _open_path(path: str, options: ReadOptions) -> Source:
     """The source of one local path (a folder, an array, a dataset file, an image)."""
     if not os.path.exists(split_member(path)[0]):
         raise NormstatsError(missing_reason(split_member(path)[0]), path=path)
     if (reason := not_a_dataset_path(split_member(path)[0])) is not None:
-        raise NormstatsError(reason, path=path)
-    format = options["format"]
+        raise RefusedInputError(reason, path=path)
+    format = options.format
     _check_format_fits(path, format)
     if format is None and os.path.isdir(path):
         fmt = "zarr" if _is_zarr(path) else "folder"
@@ -126,31 +132,26 @@ def _open_path(path: str, options: dict[str, Any]) -> Source:
         from normstats.sources.detect import detect_format
 
         fmt = format or detect_format(path)
-    policy = policy_of(options["mode"], options["max_pixels"], options["max_file_bytes"])
     if fmt not in ("folder", "zarr", "npy"):
         from normstats.sources.detect import open_format
 
-        return open_format(path, fmt, mode=options["mode"], layout=options["layout"],
-                           max_pixels=options["max_pixels"], fail_fast=options["fail_fast"],
-                           channel_names=options["channel_names"],
-                           max_file_bytes=options["max_file_bytes"], column=options["image_key"])
+        return open_format(path, fmt, policy=options.policy, layout=options.layout,
+                           fail_fast=options.fail_fast, channel_names=options.channels,
+                           column=options.image_key)
     if os.path.isdir(path) and not _is_zarr(path):
-        source = FolderSource(path, policy, fail_fast=options["fail_fast"])
-        if len(source) == 0 and (shards := shard_folder(path, policy, options)) is not None:
+        source = FolderSource(path, options.policy, fail_fast=options.fail_fast)
+        if len(source) == 0 and (shards := shard_folder(path, options)) is not None:
             return shards
         return source
-    return ArraySource(path, layout=options["layout"], channel_names=options["channel_names"])
+    return ArraySource(path, layout=options.layout, channel_names=options.channels,
+                       allow_missing_chunks=options.allow_missing_chunks)
 
 
 def _check_format_fits(path: str, format: str | None) -> None:
-    """``--format folder`` names folders, file formats name files: never ignored."""
+    """``--format folder`` names folders, file formats name files: never ignored (the
+    name itself is checked by `normstats.sources.options.parse_format`)."""
     if format is None:
         return
-    from normstats.sources.detect import FORMATS
-
-    if format not in FORMATS:
-        raise InvalidOptionError(f"unknown format {format!r}; choose one of "
-                                 f"{', '.join(FORMATS)}")
     folder = os.path.isdir(path)
     if format == "folder" and not folder:
         raise InvalidOptionError(f"{path}: --format folder reads a folder of images, and this "
@@ -160,14 +161,14 @@ def _check_format_fits(path: str, format: str | None) -> None:
                                  "folder")
 
 
-def shard_folder(path: str, policy: Any, options: dict[str, Any]) -> Source | None:
+def shard_folder(path: str, options: ReadOptions) -> Source | None:
     """A folder holding no image files but tar shards (WebDataset) or Parquet files
     (Hugging Face): its shards as one source, in sorted order; None when it has neither.
 
     Examples
     --------
     >>> import tempfile
-    >>> shard_folder(tempfile.mkdtemp(), None, {}) is None
+    >>> shard_folder(tempfile.mkdtemp(), ReadOptions()) is None
     True
     """
     from normstats.sources.parquet import PARQUET_EXTENSIONS, ParquetSource
@@ -189,20 +190,20 @@ def shard_folder(path: str, policy: Any, options: dict[str, Any]) -> Source | No
     if not tars and not parquets:
         return None
     skipped: list[Skipped] = []
-    shards = regular_files(tars or parquets, skipped, options["fail_fast"])
+    shards = regular_files(tars or parquets, skipped, options.fail_fast)
     if not shards:
         raise NormstatsError(f"holds no regular file of its {len(tars or parquets)} shards "
                              f"({skipped[0].path}: {skipped[0].reason})", path=path)
     if tars:
-        source: Source = TarSource(shards, policy, options["fail_fast"])
+        source: Source = TarSource(shards, options.policy, options.fail_fast)
     else:
-        source = ParquetSource(shards, policy, options["fail_fast"], options["image_key"])
+        source = ParquetSource(shards, options.policy, options.fail_fast, options.image_key)
     source.description = f"{path} ({len(shards)} {'tar' if tars else 'Parquet'} files)"
     source.skipped = tuple(sorted(skipped, key=lambda s: s.path)) + tuple(source.skipped)
     return source
 
 
-def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Source:
+def _open_paths(given: list[str | os.PathLike], options: ReadOptions) -> Source:
     """Several PATHs (and the paths their patterns name) as one dataset: their union.
 
     Image files are read as one listing, tar shards as one shard source, Parquet files
@@ -216,11 +217,11 @@ def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Sour
     paths = _union(expand_paths(given))
     if len(paths) == 1:
         return _open_path(paths[0], options)
-    policy = policy_of(options["mode"], options["max_pixels"], options["max_file_bytes"])
+    policy, fail_fast = options.policy, options.fail_fast
     # one pass: a glob of 100,000 files is classified in linear time
     grouped: dict[str, list[str]] = {"image": [], "tar": [], "parquet": [], "other": []}
     for path in paths:
-        grouped[_group_of(path, options["format"])].append(path)
+        grouped[_group_of(path, options.format)].append(path)
     images = grouped["image"]  # the listing counts each physical file once
     # the others are few: one per physical file (device, inode), whatever named it first
     duplicates: list[Skipped] = []
@@ -228,12 +229,11 @@ def _open_paths(given: list[str | os.PathLike], options: dict[str, Any]) -> Sour
                               for kind in ("tar", "parquet", "other"))
     parts: list[Source] = []
     if images:
-        parts.append(ImageFilesSource(images, policy, options["fail_fast"]))
+        parts.append(ImageFilesSource(images, policy, fail_fast))
     if tars:
-        parts.append(TarSource(tars, policy, options["fail_fast"]))
+        parts.append(TarSource(tars, policy, fail_fast))
     if parquets:
-        parts.append(ParquetSource(parquets, policy, options["fail_fast"],
-                                   options["image_key"]))
+        parts.append(ParquetSource(parquets, policy, fail_fast, options.image_key))
     parts += [_open_path(p, options) for p in others]
     dropped = {s.path for s in duplicates}
     description = describe_paths([p for p in paths if p not in dropped])

@@ -3,9 +3,10 @@
 A Hugging Face ``Image`` column is a struct of ``bytes`` (the encoded file) and ``path``;
 other datasets store the encoded bytes in a binary column, or file paths in a string
 column (resolved relative to the Parquet file). The image column is found by its type;
-``column=`` names it when a file has several. Row groups are the units of reading: a
-task decodes the rows of one row group (a part of it when the dataset has fewer row
-groups than workers need), with the same decoder and decode policy as a folder.
+``image_key=`` (``--image-key``) names it when a file has several. Row groups are the
+units of reading: a task decodes the rows of one row group (a part of it when the dataset
+has fewer row groups than workers need), with the same decoder and decode policy as a
+folder.
 pyarrow is an optional dependency (``pip install 'normstats[parquet]'``).
 """
 
@@ -17,7 +18,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from normstats.errors import InvalidOptionError, NormstatsError, UnreadableInputError
+from normstats.errors import (
+    InvalidOptionError,
+    NormstatsError,
+    RefusedInputError,
+    UnreadableInputError,
+)
 from normstats.maths.records import Skipped
 from normstats.sources.base import Task, split_evenly
 from normstats.sources.confined import outside_reason
@@ -32,28 +38,11 @@ from normstats.sources.decoding.decode import (
 from normstats.sources.decoding.file_read import open_regular, too_large_reason
 from normstats.sources.folder import DecodingTask
 
-__all__ = ["ParquetSource", "ParquetTask", "PARQUET_EXTENSIONS", "is_parquet"]
+__all__ = ["ParquetSource", "ParquetTask", "PARQUET_EXTENSIONS"]
 
 PARQUET_EXTENSIONS = (".parquet", ".pq")
 _MISSING = ("reading Parquet needs pyarrow: pip install 'normstats[parquet]' "
             "(or pip install pyarrow)")
-
-
-def is_parquet(path: str) -> bool:
-    """True for a file named ``*.parquet`` / ``*.pq`` or starting with Parquet's magic.
-
-    Examples
-    --------
-    >>> is_parquet("train-00000-of-00004.parquet")
-    True
-    """
-    if path.lower().endswith(PARQUET_EXTENSIONS):
-        return True
-    try:
-        with open_regular(path) as handle:
-            return handle.read(4) == b"PAR1"
-    except (OSError, UnreadableInputError):
-        return False
 
 
 def _pyarrow() -> Any:
@@ -102,7 +91,7 @@ def image_column(schema: Any, path: str, column: str | None) -> tuple[str, str]:
                              f"bytes and path); the columns are {', '.join(schema.names)}",
                              path=path)
     raise NormstatsError(f"several image columns ({', '.join(n for n, _ in candidates)}); "
-                         "choose one with --column", path=path)
+                         "choose one with --image-key (image_key=)", path=path)
 
 
 def _layout(pq: Any, path: str, column: str | None) -> tuple[str, str, str, list[int]]:
@@ -154,7 +143,7 @@ class ParquetTask(DecodingTask):
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise
-                skipped.append(Skipped(key, error.reason))
+                skipped.append(Skipped(key, error.reason, error.kind))
                 continue
             yield key, image
 
@@ -177,15 +166,15 @@ class ParquetTask(DecodingTask):
             (cell, None) if self.kind == "bytes" else (None, cell))
         if data is not None:
             if len(data) > self.policy.file_byte_limit:
-                raise UnreadableInputError(too_large_reason(len(data),
-                                                            self.policy.file_byte_limit), key)
+                raise RefusedInputError(too_large_reason(len(data), self.policy.file_byte_limit),
+                                        key)
             return decode_bytes(data, key, self.policy, scratch)
         if path:
             folder = os.path.dirname(os.path.abspath(self.path))
             reason = outside_reason(folder, path)
             if reason is not None:
-                raise UnreadableInputError(f"image path {reason}: only images inside the "
-                                           "Parquet file's folder are read", key)
+                raise RefusedInputError(f"image path {reason}: only images inside the "
+                                        "Parquet file's folder are read", key)
             return decode_file(os.path.join(folder, path), self.policy, key, scratch)
         raise UnreadableInputError("no image in this row (empty cell)", key)
 
@@ -233,7 +222,7 @@ class ParquetSource:
             except UnreadableInputError as error:  # a FIFO or device named like a file:
                 if fail_fast:                      # skipped unread, as in a folder
                     raise
-                skipped.append(Skipped(path, error.reason))
+                skipped.append(Skipped(path, error.reason, error.kind))
         self.mode = self.policy.mode
         self.channel_names = None if self.mode == "keep" else channel_names_for(self.mode, 0)
         self.description = paths[0] if len(paths) == 1 else f"{len(paths)} Parquet files"

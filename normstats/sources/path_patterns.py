@@ -17,10 +17,9 @@ import glob
 import os
 import re
 
-from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.errors import NormstatsError, RefusedInputError, SkipKind
 from normstats.maths.records import Skipped
 from normstats.sources.decoding.file_read import not_regular_reason
-from normstats.sources.found_files import DUPLICATE
 
 __all__ = ["expand_braces", "expand_paths", "is_pattern", "split_member", "one_path_per_file",
            "regular_files", "missing_reason"]
@@ -184,7 +183,8 @@ def one_path_per_file(paths: list[str], skipped: list[Skipped], how: str = "name
             continue
         identity = (info.st_dev, info.st_ino, member)
         if identity in first:
-            skipped.append(Skipped(path, f"{DUPLICATE} {first[identity]} ({how}); read once"))
+            skipped.append(Skipped(path, f"same file as {first[identity]} ({how}); read once",
+                                   SkipKind.DUPLICATE))
             continue
         first[identity] = path
         kept.append(path)
@@ -244,7 +244,7 @@ def regular_files(paths: list[str], skipped: list[Skipped], fail_fast: bool) -> 
         if reason is None:
             regular.append(path)
         elif fail_fast:
-            raise UnreadableInputError(reason, path)
+            raise RefusedInputError(reason, path)
         else:
-            skipped.append(Skipped(path, reason))
+            skipped.append(Skipped(path, reason, SkipKind.REFUSED))
     return one_path_per_file(regular, skipped, "a hard or symbolic link")

@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.errors import (
+    NormstatsError,
+    RefusedInputError,
+    TransientInputError,
+    UnreadableInputError,
+)
 from normstats.maths.records import Skipped
 from normstats.sources.base import Task, TaskResult
 from normstats.sources.decoding.decode import (
@@ -156,7 +161,7 @@ class RemoteFolderTask(ListedTask):
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise
-                skipped.append(Skipped(entry.path, error.reason))
+                skipped.append(Skipped(entry.path, error.reason, error.kind))
                 continue
             decoded.append((entry.path, image))
         return decoded, tuple(skipped)
@@ -183,11 +188,11 @@ class _TooLarge(Exception):
 def _bytes_of(contents: dict[str, Any], name: str) -> bytes:
     data = contents.get(name)
     if isinstance(data, FileNotFoundError) or data is None:
-        raise UnreadableInputError("file disappeared before it could be read", name)
+        raise TransientInputError("file disappeared before it could be read", name)
     if isinstance(data, _TooLarge):
-        raise UnreadableInputError(str(data), name)
+        raise RefusedInputError(str(data), name)
     if isinstance(data, BaseException):
-        raise UnreadableInputError(f"cannot read file: {data}", name)
+        raise TransientInputError(f"cannot read file: {data}", name)
     return data
 
 

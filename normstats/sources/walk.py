@@ -20,13 +20,14 @@ from itertools import groupby, product
 from operator import attrgetter
 from pathlib import Path
 
+from normstats.errors import SkipKind
 from normstats.maths.records import Skipped
 from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
 from normstats.sources.file_list import FileList
-from normstats.sources.found_files import DUPLICATE, FoundFiles
+from normstats.sources.found_files import FoundFiles
 from normstats.sources.heap import release_free_memory
 
-__all__ = ["WalkResult", "walk_images", "list_named_files", "DUPLICATE"]
+__all__ = ["WalkResult", "walk_images", "list_named_files"]
 
 #: Each folder is opened once, then listed and its files stat'ed relative to that
 #: descriptor: a stat looks up one name, not every folder of its path, and the listing
@@ -222,11 +223,12 @@ class _Walk:
         if _inside(target, self.boundary):
             return False
         self.skipped.append(Skipped(rel, f"a link out of the dataset root {self.boundary} "
-                                         f"(to {target}); not followed"))
+                                         f"(to {target}); not followed", SkipKind.REFUSED))
         return True
 
     def _skip_folder(self, rel: str, what: str, error: OSError) -> None:
-        self.skipped.append(Skipped(rel or "." + os.sep, f"{what}: {error.strerror or error}"))
+        self.skipped.append(Skipped(rel or "." + os.sep, f"{what}: {error.strerror or error}",
+                                    SkipKind.TRANSIENT))
 
 
 def _image_names(names: list[str]) -> list[str]:
@@ -300,7 +302,8 @@ def _stat_one_by_one(names: list[str], paths: list[str], skipped: list[Skipped],
         try:
             rows.append(_FIELDS(os.stat(name, dir_fd=dir_fd)))
         except OSError as error:
-            skipped.append(Skipped(path, f"cannot stat file: {error.strerror or error}"))
+            skipped.append(Skipped(path, f"cannot stat file: {error.strerror or error}",
+                                   SkipKind.TRANSIENT))
         else:
             kept.append(path)
     return kept, rows

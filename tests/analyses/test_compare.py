@@ -14,7 +14,13 @@ from conftest import random_images
 from oracle import exact_stats
 from PIL import Image
 
-from normstats.analyses.compare import Compared, between_image_share, render_comparison
+from normstats.analyses.compare import (
+    Compared,
+    between_image_share,
+    comparison_rows,
+    difference_rows,
+    render_comparison,
+)
 from normstats_cli import main
 
 
@@ -168,3 +174,42 @@ def test_between_share_of_large_16_bit_and_float_images_against_the_oracle(rng):
     share = between_image_share([records_from_stack(f[None]) for f in floats])
     expected = [float(s) for s in exact_between_share(floats)]
     assert share == pytest.approx(expected, rel=1e-12, abs=0)
+
+
+def test_undefined_cells_render_as_a_dash_and_defined_zeros_as_numbers():
+    """A cell shows '-' exactly where its number is undefined (None): no per-image std of
+    vectors, no per-image/pooled ratio or between share of a constant channel, no ratio
+    against a zero mean or std, nothing 'under A' for A's constant channels. A defined
+    zero (the mean of a black channel, a ratio of 0) prints as 0.0000, never as '-'."""
+    import normstats
+
+    a = np.zeros((2, 4, 5, 3), np.uint8)
+    a[1, ..., 1] = 255  # R black, G flat per image, B constant 7
+    a[..., 2] = 7
+    b = np.zeros((3, 4, 5, 3), np.uint8)
+    b[0, ..., 1] = 51
+    b[..., 2] = 7
+    vectors = normstats.compute(np.arange(12, dtype=np.float64).reshape(6, 2))
+    entries = [Compared("a", normstats.compute(a), between=(None, 1.0, None)),
+               Compared("b", normstats.compute(b)), Compared("v", vectors)]
+    lines = render_comparison(entries).splitlines()
+
+    def cell(value):
+        return "-" if value is None else f"{value:.4f}"
+
+    table = [line.split()[2:] for line in lines[1:9]]
+    rows = comparison_rows(entries)
+    assert table == [[cell(r[k]) for k in ("mean", "std", "per_image_std",
+                                           "per_image_std_ddof1", "ratio", "between")]
+                     for r in rows]
+    assert table[0] == ["0.0000"] * 4 + ["-", "-"]  # a black channel: std 0, no ratio
+    assert table[1] == ["0.5000", "0.5000", "0.0000", "0.0000", "0.0000", "1.0000"]
+    assert table[6] == ["5.0000", "3.4157", "-", "-", "-", "-"]  # vectors: no images
+    start = lines.index(next(line for line in lines if line.startswith("A = a;"))) + 2
+    differences = [line.split()[2:] for line in lines[start:start + 5]]
+    assert differences == [[cell(r[k]) for k in ("mean_diff", "mean_ratio", "std_diff",
+                                                 "std_ratio", "b_mean_under_a",
+                                                 "b_std_under_a")]
+                           for r in difference_rows(entries)]
+    assert differences[0] == ["0.0000", "-", "0.0000", "-", "-", "-"]
+    assert differences[3] == ["-5.0000", "0.0000", "-3.4157", "0.0000", "-", "-"]

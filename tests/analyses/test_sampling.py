@@ -56,55 +56,58 @@ def test_pixel_independent_intervals_would_be_far_too_narrow(dataset):
     """Why clusters: the naive pixel-level half-width of the mean is many times smaller."""
     records, _ = dataset
     sample = records.take(choose_images(POPULATION, 100, np.random.default_rng(0)))
-    estimate = estimate_from_records(sample, POPULATION)
-    naive = 1.96 * np.array(estimate.stats.std) / np.sqrt(sample.pixels.sum())
-    assert (np.array(estimate.half_width["mean"]) > 4 * naive).all()
+    stats = estimate_from_records(sample, POPULATION)
+    naive = 1.96 * np.array(stats.std) / np.sqrt(sample.pixels.sum())
+    assert (np.array(stats.estimate.half_width["mean"]) > 4 * naive).all()
 
 
 def test_point_estimates_are_the_sample_statistics(dataset):
     records, _ = dataset
     sample = records.take(choose_images(POPULATION, 50, np.random.default_rng(3)))
-    estimate = estimate_from_records(sample, POPULATION)
-    assert estimate.stats == DatasetStats.from_summary(summarize(sample))
+    stats = estimate_from_records(sample, POPULATION)
+    assert stats == DatasetStats.from_summary(summarize(sample))
+    assert stats.estimate.sampled == 50 and stats.estimate.population == POPULATION
 
 
 def test_whole_population_is_exact_with_zero_width(dataset):
     records, exact = dataset
-    estimate = estimate_from_records(records, POPULATION)
-    assert estimate.stats == exact
-    assert estimate.max_half_width == 0.0
+    stats = estimate_from_records(records, POPULATION)
+    assert stats == exact
+    assert stats.estimate.max_half_width == 0.0 and stats.estimate.exact
 
 
 def test_sample_reads_only_the_chosen_images(rng):
     data = rng.integers(0, 256, (300, 5, 5, 3), dtype=np.uint8)
-    estimate = sample_estimate(open_source(data), 40, seed=4, workers=1)
+    stats = sample_estimate(open_source(data), 40, seed=4, workers=1)
     chosen = choose_images(300, 40, np.random.default_rng(4))
-    assert numbers(estimate.stats) == numbers(normstats.compute(data[chosen]))
+    assert numbers(stats) == numbers(normstats.compute(data[chosen]))
+    estimate = stats.estimate
     assert (estimate.sampled, estimate.population, estimate.seed) == (40, 300, 4)
 
 
 def test_precision_stops_below_eps(rng):
     images = random_images(rng, 1500, sizes=((6, 6),))
     data = np.stack(images)
-    estimate = sample_estimate(open_source(data), 32, seed=1, precision=0.01, workers=1)
+    estimate = sample_estimate(open_source(data), 32, seed=1, precision=0.01,
+                               workers=1).estimate
     assert estimate.max_half_width < 0.01
     assert estimate.sampled < 1500 and estimate.sampled in (32, 64, 128, 256, 512, 1024)
     smaller = sample_estimate(open_source(data), estimate.sampled // 2, seed=1, workers=1)
-    assert smaller.max_half_width >= 0.01  # it did not stop later than needed
+    assert smaller.estimate.max_half_width >= 0.01  # it did not stop later than needed
 
 
 def test_precision_reads_everything_when_needed(rng):
     data = rng.integers(0, 256, (20, 3, 3, 1), dtype=np.uint8)
-    estimate = sample_estimate(open_source(data), 4, seed=0, precision=1e-9, workers=1)
-    assert estimate.sampled == 20 and estimate.max_half_width == 0.0
-    assert numbers(estimate.stats) == numbers(normstats.compute(data))
+    stats = sample_estimate(open_source(data), 4, seed=0, precision=1e-9, workers=1)
+    assert stats.estimate.sampled == 20 and stats.estimate.max_half_width == 0.0
+    assert numbers(stats) == numbers(normstats.compute(data))
 
 
 def test_folder_sample(png_folder):
     root, images = png_folder
-    estimate = sample_estimate(open_source(root), 10, seed=2, workers=1)
-    assert estimate.sampled == 10 and estimate.population == len(images)
-    assert estimate.stats.mode == "RGB"
+    stats = sample_estimate(open_source(root), 10, seed=2, workers=1)
+    assert stats.estimate.sampled == 10 and stats.estimate.population == len(images)
+    assert stats.mode == "RGB"
 
 
 def test_t_quantile():
@@ -126,4 +129,4 @@ def test_a_seed_numpy_refuses_is_an_option_error(rng, seed):
     with pytest.raises(InvalidOptionError) as refused:
         sample_estimate(data, 2, seed=seed)
     assert str(refused.value) == f"seed must be a non-negative integer, got {seed!r}"
-    assert sample_estimate(data, 2, seed=np.int64(0), workers=1).seed == 0
+    assert sample_estimate(data, 2, seed=np.int64(0), workers=1).estimate.seed == 0

@@ -90,7 +90,7 @@ CASES = [
      "remove the extra PATH"),
     (["compute", "--manifest", "bogus", "--root", "{w}"], 1, "no manifest named 'bogus'"),
     (["compute", "--manifest", "mnist-test"], 1, "--manifest needs --root DIR"),
-    (["compute", "{w}/labels.parquet", "--column", "label"], 1, "holds no images"),
+    (["compute", "{w}/labels.parquet", "--image-key", "label"], 1, "holds no images"),
     # compare
     (["compare"], 2, "Missing argument"),
     (["compare", "{w}/images", "{w}/missing"], 1, "no manifest named"),

@@ -92,7 +92,7 @@ def test_outliers_say_when_the_grayscale_check_is_off(tmp_path, rng):
     assert "grayscale check off: 4 of 4 images are grayscale stored as RGB" in result.output
     as_json = CliRunner().invoke(main, ["compute", str(tmp_path), "--outliers", "--no-cache",
                                         "--json", "--mode", "L"])
-    assert json.loads(as_json.output)["outliers_note"] == (
+    assert json.loads(as_json.output)["outliers"]["note"] == (
         "grayscale check off: the channels are L, not R, G, B")
 
 

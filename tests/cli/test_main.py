@@ -31,7 +31,8 @@ def test_json_output_has_every_key_and_round_trips(png_folder):
                 "rms_per_image_std", "min", "max", "images", "pixels_per_channel", "dtype",
                 "scale", "mode", "skipped"):
         assert key in data, key
-    assert data["skipped"] == [{"path": "bad.jpg", "reason": data["skipped"][0]["reason"]}]
+    assert data["skipped"] == [{"path": "bad.jpg", "reason": data["skipped"][0]["reason"],
+                                "kind": "unreadable"}]
     stats = normstats.DatasetStats.from_dict(data)
     assert_matches_oracle(stats, images, 255)
 
@@ -82,3 +83,15 @@ def test_python_dash_m_entry_point():
     out = subprocess.run([sys.executable, "-m", "normstats", "--help"], capture_output=True,
                          text=True, check=True)
     assert "compute" in out.stdout
+
+
+def test_version_says_the_version_and_the_kernel_in_use():
+    from importlib.metadata import version
+
+    from normstats.maths import _moments
+
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"normstats {version('normstats')}", f"kernel: compiled C ({_moments._variants()[0]})"]
+    assert normstats.__version__ == version("normstats")

@@ -71,7 +71,7 @@ def test_an_export_still_reports_skipped_files_on_stderr(png_folder):
 def test_contradictory_options_are_refused(png_folder, tmp_path):
     root, _ = png_folder
     both = _invoke("compute", str(root), "--to", "keras", "--json")
-    assert both.exit_code == 2 and "--to json gives the constants as JSON" in both.output
+    assert both.exit_code == 2 and "--json the whole result: choose one" in both.output
     extra = _invoke("compute", "--manifest", "mnist-test", "--root", str(tmp_path), str(root))
     assert extra.exit_code == 2 and f"remove the extra PATH {root}" in extra.output
 

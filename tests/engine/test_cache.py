@@ -16,7 +16,7 @@ import normstats
 from normstats.engine import cache_run
 from normstats.engine.cache import DatasetCache, resolve_cache_dir
 from normstats.maths.records import records_from_stack
-from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.policy import DecodePolicy
 from normstats_cli import main
 
 

@@ -24,7 +24,7 @@ from PIL import Image
 
 import normstats
 from normstats.engine.cache import DatasetCache
-from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.policy import DecodePolicy
 from normstats_cli import main
 
 CHILD = textwrap.dedent("""

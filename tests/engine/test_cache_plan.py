@@ -13,6 +13,8 @@ from normstats.engine.cache_plan import (
     needs_compaction,
     plan,
 )
+from normstats.errors import SkipKind
+from normstats.maths.records import Skipped
 from normstats.sources.file_list import FileEntry
 
 
@@ -54,18 +56,19 @@ def test_newest_segment_wins_among_duplicates():
 
 
 def test_cached_failures_reused_only_when_the_file_is_unchanged():
-    failure = CachedFailure("bad.jpg", 10, 7, "truncated or corrupt image data")
+    failure = CachedFailure("bad.jpg", 10, 7, "file of 9 bytes is over the limit", 0,
+                            SkipKind.REFUSED)
     seg = segment("s1", [], (failure,))
     assert plan([FileEntry("bad.jpg", 10, 7)], [seg]).failures == (failure,)
     changed = plan([FileEntry("bad.jpg", 11, 8)], [seg])
     assert changed.failures == () and [f.path for f in changed.compute] == ["bad.jpg"]
-    assert failure.skipped().reason == "truncated or corrupt image data"
+    assert failure.skipped() == Skipped("bad.jpg", "file of 9 bytes is over the limit",
+                                        SkipKind.REFUSED)
 
 
-def test_transient_failures_are_not_cacheable():
-    assert not is_cacheable_failure("permission denied")
-    assert not is_cacheable_failure("file disappeared before it could be read")
-    assert is_cacheable_failure("zero-byte file")
+def test_only_verdicts_on_the_file_are_cacheable():
+    assert [kind for kind in SkipKind if is_cacheable_failure(kind)] == \
+        [SkipKind.UNREADABLE, SkipKind.REFUSED]
 
 
 def test_compaction_rule():

@@ -21,7 +21,7 @@ from hypothesis.extra import numpy as hnp
 from normstats.engine.cache import DatasetCache
 from normstats.engine.cache_segment import DamagedFile, check_segment_files, read_cache_json
 from normstats.maths.records import IntegerRecords, impossible_rows, records_from_stack
-from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.policy import DecodePolicy
 
 _DTYPES = [np.uint8, np.uint16, np.int16, np.int8, np.bool_, np.float32, np.float64]
 

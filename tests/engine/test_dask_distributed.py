@@ -8,12 +8,15 @@ measurement can tell the two apart.
 
 from __future__ import annotations
 
+import os
+
+import dask
 import dask.array as da
 import distributed  # in the test extra: fail, never skip
 import numpy as np
 import pytest
 from distributed_cluster import running_cluster
-from oracle import numbers
+from oracle import assert_matches_oracle, numbers
 
 import normstats
 
@@ -82,3 +85,22 @@ def test_images_array_and_records_on_the_cluster(client, png_folder):
     rec = normstats.records(x.map_blocks(np.copy), scheduler=client)
     assert numbers(normstats.reduce(rec, channels=local.channels, scheduler=client)) == \
         numbers(local)
+
+
+def test_two_lazy_reductions_in_one_graph_and_persisted(client, png_folder, rng):
+    root, _ = png_folder
+    (root / "dog" / "broken.png").write_bytes(b"not a png")
+    small = rng.integers(0, 256, size=(40, 8, 6, 3), dtype=np.uint8)
+    a = client.persist(da.from_array(small, chunks=(7, 4, 6, 1)))  # blocks on the workers
+    b = normstats.images(root, resize=8, center_crop=8, task_size=5).map_blocks(np.copy)
+    before = sent_to(client)
+    got_a, got_b = dask.compute(normstats.reduce_lazy(a), normstats.reduce_lazy(b),
+                                scheduler=client)
+    assert sent_to(client) - before < small.nbytes / 10  # two summaries, not the blocks
+    assert_matches_oracle(got_a, list(small), 255)
+    pixels = normstats.images(root, resize=8, center_crop=8).compute(scheduler="sync")
+    assert_matches_oracle(got_b, list(pixels), 255)
+    assert [s.path for s in got_b.skipped] == [os.path.join("dog", "broken.png")]
+    (kept,) = dask.persist(normstats.reduce_lazy(a), scheduler=client)
+    assert distributed.futures_of(kept)  # the result stays on the cluster until asked for
+    assert numbers(kept.compute(scheduler=client)) == numbers(got_a)

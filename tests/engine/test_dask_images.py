@@ -10,7 +10,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
-from oracle import numbers
+from oracle import assert_matches_oracle, numbers
 from PIL import Image
 
 import normstats
@@ -115,3 +115,59 @@ def test_a_map_style_dataset_is_read_by_index_into_chunks(rng):
     np.testing.assert_array_equal(x.compute(scheduler="sync"), stack)
     lazy = normstats.images(list(stack), task_size=4)  # items may be skipped: sizes unknown
     np.testing.assert_array_equal(lazy.compute(scheduler="sync"), stack)
+
+
+# -- provenance: what an array made by images() carries through Dask operations -----------
+
+
+def _broken_folder(root: Path, pixels: np.ndarray, broken: tuple[int, ...]) -> Path:
+    """A folder of ``pixels`` as PNGs, the images at ``broken`` replaced by bad files."""
+    fw.write_folder(root, pixels)
+    for i in broken:
+        (root / f"{i:04d}.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    return root
+
+
+def test_slice_rechunk_and_map_blocks_keep_the_skipped_files(tmp_path):
+    root = _broken_folder(tmp_path / "pngs", RGB, (7, 11))
+    kept = list(np.delete(RGB, (7, 11), axis=0))
+    x = normstats.images(root, task_size=5)  # reader tasks: images 0-4, 5-9, 10-11
+    direct = normstats.compute(root, workers=1)
+    assert [s.path for s in direct.skipped] == ["0007.png", "0011.png"]
+    names = direct.channels
+    for derived in (x[:], x.rechunk({1: 7, 2: 9, 3: 1}), x.map_blocks(np.copy),
+                    x.astype(np.uint16).astype(np.uint8)):
+        stats = normstats.compute(derived, channels=names, scheduler="sync")
+        assert_matches_oracle(stats, kept, 255)
+        assert numbers(stats) == numbers(direct)
+    # the skipped files of the reader tasks an array runs: only those
+    first, rest = x.blocks[:1], x.blocks[1:]
+    assert normstats.compute(first, channels=names).skipped == ()
+    assert_matches_oracle(normstats.compute(first), list(RGB[:5]), 255)
+    assert normstats.compute(rest, channels=names).skipped == direct.skipped
+
+
+def test_concatenate_of_two_images_arrays_keeps_both_sources(tmp_path):
+    other = fw.images(5, 6, 32, 32, 3)
+    a = normstats.images(_broken_folder(tmp_path / "a", RGB, (2,)), task_size=4)
+    b = normstats.images(_broken_folder(tmp_path / "b", other, (0, 5)), task_size=4)
+    both = da.concatenate([a, b, a])  # a twice: its reader tasks run once, named once
+    stats = normstats.compute(both, scheduler="threads", workers=2)
+    kept_a = list(np.delete(RGB, 2, axis=0))
+    assert_matches_oracle(stats, kept_a + list(other[1:5]) + kept_a, 255)
+    assert [s.path for s in stats.skipped] == ["0002.png", "0000.png", "0005.png"]
+    assert str(tmp_path / "a") in stats.source and str(tmp_path / "b") in stats.source
+    first = normstats.compute(both.blocks[:1], scheduler="sync")  # a's first task; b unread
+    assert [s.path for s in first.skipped] == ["0002.png"] and first.images == 3
+
+
+def test_an_images_array_is_known_by_its_graph_not_by_a_registry(tmp_path):
+    root = _broken_folder(tmp_path / "pngs", RGB, (3,))
+    first = normstats.images(root, task_size=5)
+    for seed in range(70):  # more arrays than any registry of recent arrays kept
+        normstats.images(fw.images(seed, 2, 4, 4, 3))
+    stats = normstats.compute(first[:], workers=1)
+    assert stats.source == normstats.compute(root, workers=1).source  # read by the engine
+    assert [s.path for s in stats.skipped] == ["0003.png"]
+    lazy = normstats.reduce_lazy(first, channels=stats.channels).compute(scheduler="sync")
+    assert numbers(lazy) == numbers(stats)  # the same through the Dask graph

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -64,3 +67,24 @@ def test_records_of_an_array_source_and_a_dask_mask(rng):
     assert numbers(normstats.reduce(rec[mask])) == numbers(normstats.compute(stack[20:]))
     with pytest.raises(normstats.EmptyDatasetError):
         normstats.reduce(rec[rec.keys > 100])
+
+
+def test_reduce_lazy_of_two_record_subsets_in_one_graph(png_folder):
+    root, pixels = png_folder
+    rec = normstats.records(root, cache=False, workers=1)
+    labels = ("cat", "dog")
+    lazy = [normstats.reduce_lazy(rec[rec.labels == label]) for label in labels]
+    for stats, label in zip(dask.compute(*lazy, scheduler="sync"), labels):
+        chosen = [p for i, p in enumerate(pixels) if ("cat" if i % 2 else "dog") == label]
+        assert_matches_oracle(stats, chosen, 255)
+        assert numbers(stats) == numbers(normstats.reduce(rec[rec.labels == label]))
+
+
+def test_records_of_a_derived_images_array_name_the_skipped_files(png_folder):
+    root, _ = png_folder
+    (root / "cat" / "broken.png").write_bytes(b"not a png")
+    x = normstats.images(root, resize=8, center_crop=8, task_size=5).map_blocks(np.copy)
+    rec = normstats.records(x, scheduler="sync")
+    assert len(rec) == 24 and [s.path for s in rec.skipped] == [os.path.join("cat", "broken.png")]
+    direct = normstats.compute(root, resize=8, center_crop=8, workers=1)
+    assert numbers(normstats.reduce(rec, channels=direct.channels)) == numbers(direct)

@@ -6,6 +6,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from dask.delayed import Delayed
 from oracle import assert_matches_oracle, numbers
 
 import normstats
@@ -115,3 +116,26 @@ def test_each_block_is_made_once_and_reduced_in_the_graph(stack):
     y = x.map_blocks(mark, meta=np.empty((0, 0, 0, 0), np.uint8))
     normstats.compute(y, scheduler="sync")
     assert sorted(seen) == [(10, 4, 6, 3)] * 8
+
+
+def test_reduce_lazy_reduces_two_arrays_in_one_graph_and_persists(stack, rng):
+    floats = rng.normal(1e4, 1.0, size=(9, 4, 5, 2))  # badly conditioned: float64 moments
+    a = da.from_array(stack, chunks=(7, 3, 2, 1))
+    b = da.from_array(floats, chunks=(4, 4, 5, 2))
+    lazy = normstats.reduce_lazy(a), normstats.reduce_lazy(b, layout="NHWC", channels=("x", "y"))
+    assert all(isinstance(d, Delayed) for d in lazy)
+    got_a, got_b = dask.compute(*lazy, scheduler="threads", num_workers=2)
+    assert_matches_oracle(got_a, list(stack), 255)
+    assert numbers(got_a) == numbers(normstats.compute(stack, workers=1))
+    assert_matches_oracle(got_b, list(floats), 1)
+    assert got_b.channels == ("x", "y")
+    (kept,) = dask.persist(lazy[0], scheduler="sync")
+    assert len(kept.dask) == 1  # the result itself, nothing left to run
+    assert numbers(kept.compute()) == numbers(got_a)
+
+
+def test_reduce_lazy_refuses_what_it_cannot_reduce_lazily(stack):
+    with pytest.raises(InvalidOptionError, match="Dask array or records"):
+        normstats.reduce_lazy(stack)
+    with pytest.raises(InvalidOptionError, match="vectors"):
+        normstats.reduce_lazy(da.zeros((10, 3), chunks=5))

@@ -291,6 +291,7 @@ def test_an_image_that_kills_its_worker_every_time_is_skipped(client, folder, tm
     assert f"a task of {task_size} files killed its workers" in caplog.text
     assert [s.path for s in stats.skipped] == [os.path.join("cat", "POISON.png")]
     assert stats.skipped[0].reason.startswith(f"{CRASH_REASON} 2 times")
+    assert stats.skipped[0].kind is normstats.SkipKind.TRANSIENT
     assert {**numbers(stats), "skipped": []} == expected
     # a crash may be the machine's fault, so it is not cached: the next run retries it
     again = local(folder, cache=cache)

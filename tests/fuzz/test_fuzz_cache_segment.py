@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from normstats.engine.cache import DatasetCache
 from normstats.engine.cache_segment import DamagedFile, read_segment
 from normstats.maths.records import records_from_stack
-from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.policy import DecodePolicy
 
 _MEMORY_LIMIT = 32 << 20
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**64), st.text(max_size=8),

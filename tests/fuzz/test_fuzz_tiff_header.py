@@ -22,8 +22,9 @@ from PIL import Image
 from sources.decoding.test_decode import tiff_bytes
 
 from normstats.errors import UnreadableInputError
-from normstats.sources.decoding.decode import DecodePolicy, decode_bytes
+from normstats.sources.decoding.decode import decode_bytes
 from normstats.sources.decoding.pillow_pixels import unidentified_reason
+from normstats.sources.decoding.policy import DecodePolicy
 from normstats.sources.decoding.tiff_header import MAX_VALUES, tiff_layout
 
 MODES = ("1", "L", "LA", "RGB", "RGBA", "CMYK", "I;16", "F")

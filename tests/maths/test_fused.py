@@ -135,11 +135,14 @@ def test_the_kernel_refuses_buffers_of_the_wrong_size_instead_of_overrunning_the
                                np.zeros((2048, 2), np.int64))
 
 
-def test_a_missing_kernel_is_said_once_and_numpy_gives_the_same_answer(monkeypatch, caplog, rng):
-    """A source tree used without ``pip install`` has no compiled kernel: one line says so
-    and numpy's passes answer, bit for bit."""
+def test_a_missing_kernel_is_said_by_the_users_process_and_numpy_gives_the_same_answer(
+        monkeypatch, caplog, rng):
+    """An installation built without a C compiler has no compiled kernel: the process the
+    user started says so in one line as it loads the module, its pool workers do not, and
+    numpy's passes answer, bit for bit."""
     import builtins
     import logging
+    import multiprocessing
 
     stack = rng.integers(0, 256, size=(3, 9, 7, 3), dtype=np.uint8)
     expected = fused.uint8_moments(stack)
@@ -154,16 +157,34 @@ def test_a_missing_kernel_is_said_once_and_numpy_gives_the_same_answer(monkeypat
     fused._extension.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger="normstats.maths.fused"):
+            fused._say_when_missing()  # what loading the module does
             assert not fused.available()
             got = fused.uint8_moments(stack)
             fused.uint8_moments(stack)
+            assert fused.kernel_info().startswith("numpy (no compiled kernel")
+            # a worker loads the module too, named by multiprocessing before any import
+            monkeypatch.setattr(multiprocessing.current_process(), "name", "SpawnPoolWorker-1")
+            fused._say_when_missing()
         assert [r.getMessage() for r in caplog.records] == [fused.MISSING_NOTICE]
         assert fused.exponent_bins() is None
     finally:
-        monkeypatch.setattr(builtins, "__import__", real_import)
+        monkeypatch.undo()
         fused._extension.cache_clear()
     assert [a.tolist() for a in got] == [a.tolist() for a in expected]
     assert fused.available()
+
+
+def test_the_missing_kernel_notice_says_what_to_install_and_how_to_rebuild():
+    notice = fused.MISSING_NOTICE
+    assert "a C compiler and the Python headers" in notice
+    assert "`apt install build-essential python3-dev`" in notice
+    assert "`pip install --force-reinstall --no-deps .`" in notice
+    assert "`pip install -e .`" in notice
+    assert "pip install normstats" not in notice  # not how this project installs
+
+
+def test_kernel_info_names_the_variant_this_cpu_runs():
+    assert fused.kernel_info() == f"compiled C ({_moments._variants()[0]})"
 
 
 def test_every_variant_is_listed_best_first_and_selectable():

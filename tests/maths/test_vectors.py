@@ -130,3 +130,61 @@ def test_vectors_with_no_feature_are_one_line_not_an_empty_result():
         summarize_vectors(np.zeros((5, 0)))
     with pytest.raises(normstats.UnreadableInputError, match="features .* has length 0"):
         normstats.compute(np.zeros((5, 0)))
+
+
+def test_values_whose_squares_overflow_are_skipped_or_fatal_by_row_and_column():
+    from normstats.maths.records import TOO_LARGE_REASON, Skipped
+
+    x = np.array([[1.0, 2.0**500], [np.inf, 3.0], [4.0, -(2.0**481)]])
+    summary = summarize_vectors(x, first_row=10, name="t.npy")
+    assert summary.skipped == (Skipped("t.npy[11, 0]", "infinite value"),
+                               Skipped("t.npy[10, 1]", TOO_LARGE_REASON),
+                               Skipped("t.npy[12, 1]", TOO_LARGE_REASON))
+    assert (summary.rows, summary.dtype) == (3, "float64")
+    assert summary.finalize(2.0) == {"mean": (1.25, 1.5), "variance": (0.5625, 0.0),
+                                     "variance_ddof1": (1.125, None), "min": (0.5, 1.5),
+                                     "max": (2.0, 1.5), "counts": (2, 1)}
+    with pytest.raises(normstats.UnreadableInputError) as raised:
+        summarize_vectors(x, first_row=10, name="t.npy", fail_on_inf=True)
+    assert str(raised.value) == "t.npy: infinite value at row 11, column 0"
+    with pytest.raises(normstats.UnreadableInputError) as raised:
+        summarize_vectors(x[[0, 2]], first_row=10, name="t.npy", fail_on_inf=True)
+    assert str(raised.value) == f"t.npy: value too large at row 10, column 1: {TOO_LARGE_REASON}"
+    edge = summarize_vectors(np.array([[2.0**480], [-(2.0**480)]]))
+    assert edge.skipped == () and edge.features[0].count == 2  # the limit itself is kept
+
+
+def test_float32_float16_and_bool_vectors():
+    for dtype in (np.float32, np.float16):
+        summary = summarize_vectors(np.array([[1, 2], [3, 5], [np.inf, 1]], dtype))
+        done = summary.finalize(1.0)
+        assert (done["mean"], done["min"], done["max"], done["counts"]) == \
+            ((2.0, 8 / 3), (1.0, 1.0), (3.0, 5.0), (2, 3))
+        # float features: within 1e-12 of the exact value (docs: float accumulation)
+        assert done["variance"] == pytest.approx((1.0, 26 / 9), rel=1e-12, abs=0)
+        assert done["variance_ddof1"] == pytest.approx((2.0, 13 / 3), rel=1e-12, abs=0)
+        assert len(summary.skipped) == 1
+    flags = summarize_vectors(np.array([[True, False], [True, True]]))
+    assert flags.finalize(1.0)["mean"] == (1.0, 0.5)
+    assert flags.finalize(1.0)["variance"] == (0.0, 0.25)
+
+
+def test_summaries_of_rows_merge_and_refuse_other_widths():
+    a = summarize_vectors(np.array([[1.0, 3.0], [4.0, np.nan]]), name="t")
+    b = summarize_vectors(np.array([[-7.0, 0.5]]), first_row=2, name="t")
+    merged = a.merge(b)
+    assert merged.rows == 3 and merged.dtype == "float64"
+    assert merged.finalize(1.0)["min"] == (-7.0, 0.5)
+    assert merged.finalize(1.0)["max"] == (4.0, 3.0)
+    assert merged.finalize(1.0)["counts"] == (3, 2)
+    whole = summarize_vectors(np.array([[1.0, 3.0], [4.0, np.nan], [-7.0, 0.5]]))
+    assert merged.finalize(1.0)["variance"] == \
+        pytest.approx(whole.finalize(1.0)["variance"], rel=1e-12, abs=0)
+    integers = summarize_vectors(np.array([[5], [-2]], np.int64))
+    assert integers.merge(summarize_vectors(np.zeros((0, 1), np.int64))) == integers
+    assert summarize_vectors(np.zeros((0, 1), np.int64)).merge(integers) == integers
+    assert integers.finalize(1.0)["min"] == (-2.0,) and integers.finalize(1.0)["max"] == (5.0,)
+    with pytest.raises(ValueError, match="^cannot merge vectors of different feature counts$"):
+        a.merge(summarize_vectors(np.zeros((1, 3))))
+    with pytest.raises(ValueError, match=r"^vector data must be \(N, d\), got shape \(3,\)$"):
+        summarize_vectors(np.zeros(3))

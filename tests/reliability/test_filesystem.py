@@ -42,6 +42,7 @@ def test_permission_denied_is_skipped_with_its_reason(png_folder, monkeypatch):
     monkeypatch.setattr(file_read_module.os, "open", guarded_open)
     stats = compute_sync(root)
     assert reasons(stats) == {"locked.png": "permission denied"}
+    assert [s.kind for s in stats.skipped] == [normstats.SkipKind.TRANSIENT]
     assert_matches_oracle(stats, images, 255)
 
 
@@ -52,6 +53,7 @@ def test_file_deleted_between_listing_and_reading(png_folder):
     (root / "fleeting.png").unlink()
     stats = compute_sync(source)
     assert reasons(stats) == {"fleeting.png": "file disappeared before it could be read"}
+    assert [s.kind for s in stats.skipped] == [normstats.SkipKind.TRANSIENT]
     assert_matches_oracle(stats, images, 255)
 
 
@@ -71,7 +73,7 @@ def test_non_utf8_file_names_are_used_and_reported(tmp_path, rng):
     data = json.loads(result.output)
     assert data["skipped"] == [{"path": os.fsdecode(b"bad\xe9.jpg"), "reason":
                                 "not an image (content is none of PNG, JPEG, BMP, TIFF, WEBP, "
-                                "GIF, PPM)"}]
+                                "GIF, PPM)", "kind": "unreadable"}]
     assert_matches_oracle(normstats.DatasetStats.from_dict(data), pixels, 255)
 
 

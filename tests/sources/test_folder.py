@@ -12,7 +12,7 @@ from oracle import assert_matches_oracle
 from PIL import Image
 
 import normstats
-from normstats import IncompatibleImagesError, UnreadableInputError
+from normstats import IncompatibleImagesError, SkipKind, UnreadableInputError
 from normstats.sources.folder import FolderSource
 from normstats.sources.walk import walk_images
 
@@ -98,12 +98,27 @@ def test_on_error_fail_stops_at_the_first_bad_file(png_folder):
         normstats.compute(root, on_error="fail", workers=1)
 
 
+@pytest.mark.parametrize(("make", "error", "kind"), [
+    (os.mkfifo, normstats.RefusedInputError, SkipKind.REFUSED),
+    (lambda path: os.symlink("nowhere.png", path), normstats.TransientInputError,
+     SkipKind.TRANSIENT)], ids=["fifo", "dangling-link"])
+def test_what_the_listing_cannot_use_has_a_kind_and_stops_a_failing_run_as_its_type(
+        png_folder, make, error, kind):
+    root, images = png_folder
+    make(root / "odd.png")
+    (skipped,) = normstats.compute(root, workers=1).skipped
+    assert (skipped.path, skipped.kind) == ("odd.png", kind)
+    with pytest.raises(error, match="odd.png: "):
+        normstats.compute(root, on_error="fail", workers=1)
+
+
 def test_decompression_bomb_is_skipped_with_its_reason(png_folder):
     root, images = png_folder
     Image.new("L", (300, 300)).save(root / "bomb.png")
     stats = normstats.compute(root, max_pixels=200 * 200)
     (skipped,) = stats.skipped
     assert skipped.path == "bomb.png" and "decompression bomb" in skipped.reason
+    assert skipped.kind is SkipKind.REFUSED
     assert "--max-pixels" in skipped.reason
     assert_matches_oracle(stats, images, 255)
 
@@ -118,7 +133,8 @@ def test_symlink_loops_end_and_linked_files_count_once(png_folder):
     assert {s.path: s.reason for s in walk.skipped} == {
         "dog/000.png": "same file as alias.png (a hard or symbolic link); counted once",
         "hard.png": "same file as dog/002.png (a hard or symbolic link); counted once"}
-    stats = normstats.compute(root)
+    assert {s.kind for s in walk.skipped} == {SkipKind.DUPLICATE}
+    stats = normstats.compute(root, on_error="fail")  # a second name is no failure
     assert_matches_oracle(stats, images, 255)
 
 

@@ -6,8 +6,8 @@ import stat
 
 import numpy as np
 
+from normstats.errors import SkipKind
 from normstats.sources.found_files import (
-    DUPLICATE,
     FoundFiles,
     _all_distinct,
     _first_of_each_identity,
@@ -36,8 +36,9 @@ def test_a_second_link_is_skipped_naming_the_first_path():
                  skipped)
     files = found.first_link_of_each_file(skipped)
     assert [f.path for f in files] == ["a.png", "b.png"]
-    assert [(s.path, s.reason.startswith(f"{DUPLICATE} a.png")) for s in skipped] == \
-        [("c.png", True)]
+    assert [(s.path, s.reason, s.kind) for s in skipped] == \
+        [("c.png", "same file as a.png (a hard or symbolic link); counted once",
+          SkipKind.DUPLICATE)]
 
 
 def test_the_same_inode_on_two_devices_is_two_files():
@@ -52,7 +53,7 @@ def test_files_that_are_not_regular_are_skipped_with_their_kind():
                  [_row(1, 1, 5), _row(1, 2, 0, mode=stat.S_IFIFO | 0o644), _row(1, 3, 6)],
                  skipped)
     assert [f.path for f in found.first_link_of_each_file(skipped)] == ["a.png", "b.png"]
-    assert [s.path for s in skipped] == ["fifo.png"]
+    assert [(s.path, s.kind) for s in skipped] == [("fifo.png", SkipKind.REFUSED)]
 
 
 def test_times_beyond_int64_saturate():

@@ -161,7 +161,7 @@ def test_parquet_image_column_is_chosen_or_asked_for(tmp_path, images):
     cells = pa.array([{"bytes": _png(images[0]), "path": "a.png"}])
     pq.write_table(pa.table({"image": cells, "thumbnail": cells}), tmp_path / "two.parquet")
     with pytest.raises(NormstatsError, match=r"several image columns \(image, thumbnail\); "
-                                             "choose one with --column"):
+                                             "choose one with --image-key"):
         normstats.compute(tmp_path / "two.parquet")
     stats = normstats.compute(tmp_path / "two.parquet", image_key="thumbnail")
     assert_matches_oracle(stats, images[:1], 255)

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.errors import NormstatsError, RefusedInputError, SkipKind
 from normstats.sources.path_patterns import (
     expand_braces,
     expand_paths,
@@ -64,8 +64,8 @@ def test_one_path_per_file_keeps_the_first_path_of_each_file(tmp_path):
              str(tmp_path / "gone.npy"), str(tmp_path / "gone.npy")]
     skipped = []
     assert one_path_per_file(paths, skipped) == [a, f"{npz}:x", f"{npz}:y"] + paths[-2:]
-    assert [(s.path, s.reason) for s in skipped] == [
-        (path, f"same file as {first} (named twice); read once")
+    assert [(s.path, s.reason, s.kind) for s in skipped] == [
+        (path, f"same file as {first} (named twice); read once", SkipKind.DUPLICATE)
         for path, first in zip(paths[1:4] + [paths[6]], [a, a, a, f"{npz}:x"])]
 
 
@@ -76,10 +76,12 @@ def test_a_folder_listing_skips_what_is_not_a_regular_file_unopened(tmp_path):
     paths = [str(tmp_path / f"s-{i}.tar") for i in range(3)]
     skipped = []
     assert regular_files(paths, skipped, fail_fast=False) == paths[:1]
-    assert [(s.path, s.reason) for s in skipped] == [
-        (paths[1], "not a regular file (a FIFO (named pipe)); only regular files are read"),
-        (paths[2], f"same file as {paths[0]} (a hard or symbolic link); read once")]
-    with pytest.raises(UnreadableInputError, match=r"s-1\.tar: not a regular file"):
+    assert [(s.path, s.reason, s.kind) for s in skipped] == [
+        (paths[1], "not a regular file (a FIFO (named pipe)); only regular files are read",
+         SkipKind.REFUSED),
+        (paths[2], f"same file as {paths[0]} (a hard or symbolic link); read once",
+         SkipKind.DUPLICATE)]
+    with pytest.raises(RefusedInputError, match=r"s-1\.tar: not a regular file"):
         regular_files(paths, [], fail_fast=True)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import normstats
-from normstats.errors import NormstatsError
+from normstats.errors import NormstatsError, SkipKind
 from normstats.sources.detect import open_format
 from normstats.sources.tar import TarSource, scan_shard
 
@@ -191,11 +191,13 @@ def test_hard_and_symbolic_link_members_are_named_as_the_folder_walk_names_links
     path = _link_shard(tmp_path / name, tar_format)
     stats = normstats.compute(path)
     assert stats.images == 1 and stats.mean == (40 / 255,) * 3
-    assert {s.path: s.reason for s in stats.skipped} == {
-        f"{path}:b.png": f"same file as {path}:a.png (a hard link); counted once",
-        f"{path}:c.png": f"same file as {path}:a.png (a symbolic link); counted once",
-        f"{path}:d.png": "a symbolic link to '../outside.png', which is not an image file of "
-                         "the shard; not followed"}
+    assert {s.path: (s.reason, s.kind) for s in stats.skipped} == {
+        f"{path}:b.png": (f"same file as {path}:a.png (a hard link); counted once",
+                          SkipKind.DUPLICATE),
+        f"{path}:c.png": (f"same file as {path}:a.png (a symbolic link); counted once",
+                          SkipKind.DUPLICATE),
+        f"{path}:d.png": ("a symbolic link to '../outside.png', which is not an image file of "
+                          "the shard; not followed", SkipKind.REFUSED)}
 
 
 def _finishes(run, seconds: float = 15, fifo: Path | None = None):

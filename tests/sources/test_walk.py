@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from normstats.errors import SkipKind
 from normstats.maths.records import Skipped
 from normstats.sources import walk as walk_module
 from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
@@ -46,7 +47,8 @@ def oracle_walk(root: str, confine_to: str | None = None) -> tuple[FileList, tup
             if boundary is not None and os.path.islink(path) and target != boundary and \
                     not target.startswith(boundary + os.sep):
                 skipped.append(Skipped(rel[name], f"a link out of the dataset root "
-                                                  f"{boundary} (to {target}); not followed"))
+                                                  f"{boundary} (to {target}); not followed",
+                                       SkipKind.REFUSED))
                 (subfolders if name in subfolders else names).remove(name)
         subfolders.sort()
         for name in names:
@@ -66,13 +68,15 @@ def oracle_stat(named: list[tuple[str, str]], skipped: list[Skipped]) -> FileLis
         try:
             info = os.stat(path)
         except OSError as error:
-            skipped.append(Skipped(rel, f"cannot stat file: {error.strerror}"))
+            skipped.append(Skipped(rel, f"cannot stat file: {error.strerror}",
+                                   SkipKind.TRANSIENT))
             continue
         if not stat.S_ISREG(info.st_mode):
-            skipped.append(Skipped(rel, FIFO))
+            skipped.append(Skipped(rel, FIFO, SkipKind.REFUSED))
         elif (info.st_dev, info.st_ino) in first:
             skipped.append(Skipped(rel, f"same file as {first[info.st_dev, info.st_ino]} "
-                                        "(a hard or symbolic link); counted once"))
+                                        "(a hard or symbolic link); counted once",
+                                   SkipKind.DUPLICATE))
         else:
             first[info.st_dev, info.st_ino] = rel
             mtime, ctime = (min(max(t, INT64.min), INT64.max)

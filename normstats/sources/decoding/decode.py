@@ -22,7 +22,12 @@ import re
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from normstats.errors import OUT_OF_MEMORY_REASON, UnreadableInputError
+from normstats.errors import (
+    OUT_OF_MEMORY_REASON,
+    RefusedInputError,
+    TransientInputError,
+    UnreadableInputError,
+)
 from normstats.sources.decoding.file_read import read_image_file, read_whole_file
 from normstats.sources.decoding.jpeg_fast import decode_jpeg_fast
 from normstats.sources.decoding.pillow_pixels import (
@@ -51,7 +56,7 @@ from normstats.sources.decoding.policy import (
 )
 from normstats.sources.decoding.transforms import apply_transforms
 
-__all__ = ["DecodePolicy", "MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
+__all__ = ["MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
            "decode_file", "decode_bytes", "decode_jpeg_fast", "read_whole_file",
            "channel_names_for", "DecodedImage", "Scratch", "OutputBuffer"]
 
@@ -84,7 +89,7 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
     try:
         data = read_image_file(path, name, policy.file_byte_limit, size_hint)
     except MemoryError:
-        raise UnreadableInputError(OUT_OF_MEMORY_REASON, name) from None
+        raise TransientInputError(OUT_OF_MEMORY_REASON, name) from None
     return decode_bytes(data, name, policy, scratch)
 
 
@@ -93,7 +98,7 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``.
 
     Running out of memory is reported as what it is (`OUT_OF_MEMORY_REASON`), never as
-    damage: the reason is transient, so the record cache does not keep it as the file's
+    damage: a `TransientInputError`, so the record cache does not keep it as the file's
     verdict and the next run decodes the file again.
 
     Examples
@@ -106,7 +111,7 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     try:
         return _decode_bytes(data, name, policy, scratch)
     except MemoryError:
-        raise UnreadableInputError(OUT_OF_MEMORY_REASON, name) from None
+        raise TransientInputError(OUT_OF_MEMORY_REASON, name) from None
 
 
 def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
@@ -140,7 +145,7 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
         # Pillow's own check, at the caller's Image.MAX_IMAGE_PIXELS (errors above twice it;
         # its warning arrives here only if the caller's filters turn it into an error).
-        raise UnreadableInputError(_pillow_bomb_reason(error, policy), name) from None
+        raise _pillow_limit_error(error, policy, name) from None
     except Exception as error:  # noqa: BLE001 - any decoder failure is this file's fault
         raise UnreadableInputError(f"truncated or corrupt image data ({error})",
                                    name) from None
@@ -149,20 +154,23 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     return DecodedImage(_transformed(pixels, names, policy, name), names)
 
 
-def _pillow_bomb_reason(error: Exception, policy: DecodePolicy) -> str:
+def _pillow_limit_error(error: Exception, policy: DecodePolicy,
+                        name: str) -> UnreadableInputError:
     """Why Pillow's own limit refused a file: the policy's limit, or the caller's Pillow's."""
     found = re.search(r"\((\d+) pixels\)", str(error))
     if found is None or int(found.group(1)) > policy.max_pixels:
         size = f"{found.group(1)} pixels" if found else "the image"
-        return bomb_reason(size, policy.max_pixels)
+        return RefusedInputError(bomb_reason(size, policy.max_pixels), name)
     # what raising Pillow's limit would lead to, if the pixels cannot fit in memory anyway
     too_large = memory_reason(f"{found.group(1)} pixels", int(found.group(1)))
     if too_large is not None:
-        return too_large
-    return (f"{found.group(1)} pixels is within --max-pixels but over the limit of Pillow "
-            f"in this process (PIL.Image.MAX_IMAGE_PIXELS = {Image.MAX_IMAGE_PIXELS}), "
-            "which normstats never changes in the caller's process; raise it there, or run "
-            "with the processes scheduler")
+        return TransientInputError(too_large, name)
+    # this process's setting, not the file: another scheduler, or a later run, decodes it
+    return TransientInputError(
+        f"{found.group(1)} pixels is within --max-pixels but over the limit of Pillow "
+        f"in this process (PIL.Image.MAX_IMAGE_PIXELS = {Image.MAX_IMAGE_PIXELS}), "
+        "which normstats never changes in the caller's process; raise it there, or run "
+        "with the processes scheduler", name)
 
 
 def _transformed(pixels: np.ndarray, names: tuple[str, ...], policy: DecodePolicy,

@@ -20,7 +20,7 @@ import io
 import os
 import stat
 
-from normstats.errors import UnreadableInputError
+from normstats.errors import RefusedInputError, TransientInputError
 
 __all__ = ["read_whole_file", "read_image_file", "open_regular", "default_file_limit",
            "not_regular_reason", "not_a_dataset_path", "too_large_reason", "BYTES_PER_PIXEL",
@@ -101,8 +101,10 @@ def read_image_file(path: str, name: str, limit: int | None = None,
 
     Raises
     ------
-    UnreadableInputError
-        Not a regular file, over the limit, gone, not permitted, or a read error.
+    RefusedInputError
+        Not a regular file, or over the limit.
+    TransientInputError
+        Gone, not permitted, or a read error: about the moment, not the file's bytes.
 
     Examples
     --------
@@ -114,20 +116,20 @@ def read_image_file(path: str, name: str, limit: int | None = None,
     >>> read_image_file(path, "a.png", limit=2)
     Traceback (most recent call last):
     ...
-    normstats.errors.UnreadableInputError: a.png: file of 3 bytes is over the limit of 2 bytes; ...
+    normstats.errors.RefusedInputError: a.png: file of 3 bytes is over the limit of 2 bytes; ...
     """
     try:
         return read_whole_file(path, size_hint, limit)
     except _Refused as refused:
-        raise UnreadableInputError(refused.reason, name) from None
-    except IsADirectoryError:
-        raise UnreadableInputError("is a directory, not an image file", name) from None
+        raise RefusedInputError(refused.reason, name) from None
+    except IsADirectoryError:  # a file replaced by a folder since the listing
+        raise TransientInputError("is a directory, not an image file", name) from None
     except FileNotFoundError:
-        raise UnreadableInputError("file disappeared before it could be read", name) from None
+        raise TransientInputError("file disappeared before it could be read", name) from None
     except PermissionError:
-        raise UnreadableInputError("permission denied", name) from None
+        raise TransientInputError("permission denied", name) from None
     except OSError as error:
-        raise UnreadableInputError(f"cannot read file: {error.strerror or error}", name) from None
+        raise TransientInputError(f"cannot read file: {error.strerror or error}", name) from None
 
 
 #: O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
@@ -154,7 +156,7 @@ def open_regular(path: str) -> io.BufferedReader:
 
     Raises
     ------
-    UnreadableInputError
+    RefusedInputError
         Naming ``path``: not a regular file (and which kind it is).
     OSError
         As ``open`` raises it (missing file, permission): callers word those themselves.
@@ -172,14 +174,14 @@ def open_regular(path: str) -> io.BufferedReader:
     >>> open_regular(os.path.join(folder, "pipe.npy"))
     Traceback (most recent call last):
     ...
-    normstats.errors.UnreadableInputError: ...pipe.npy: not a regular file (a FIFO (named pipe))...
+    normstats.errors.RefusedInputError: ...pipe.npy: not a regular file (a FIFO (named pipe))...
     """
     descriptor = os.open(path, _READ_FLAGS)
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
-            raise UnreadableInputError(not_regular_reason(mode) or "not a regular file",
-                                       os.fspath(path))
+            raise RefusedInputError(not_regular_reason(mode) or "not a regular file",
+                                    os.fspath(path))
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:
@@ -220,8 +222,11 @@ def read_whole_file(path: str, size_hint: int | None = None, limit: int | None =
             part = os.read(descriptor, asked)
             parts.append(part)
             total += len(part)
-            if len(part) < asked:  # a regular file reads short only at its end: no
-                break              # further call just to hear it (one call per small file)
+            # A short read at or past the size fstat gave is the end: no further call just
+            # to hear it (one call per small file). Before that size it is not: Linux
+            # stops one read at 2 GiB - 4 KiB, and network and FUSE file systems read short.
+            if not part or (len(part) < asked and total >= info.st_size):
+                break
             request = max(request, 1 << 16)
     finally:
         os.close(descriptor)

@@ -13,7 +13,7 @@ import os
 import numpy as np
 from PIL import Image
 
-from normstats.errors import UnreadableInputError
+from normstats.errors import RefusedInputError, TransientInputError, UnreadableInputError
 from normstats.sources.decoding.policy import (
     ALLOWED_FORMATS,
     NATIVE_NAMES,
@@ -35,7 +35,7 @@ def check_size(image: Image.Image, policy: DecodePolicy, name: str) -> None:
     2³¹ x 2³¹ pixels: Pillow and numpy would fail on it in ways that name no file)."""
     pixels = image.width * image.height
     if pixels > policy.max_pixels:
-        raise UnreadableInputError(
+        raise RefusedInputError(
             bomb_reason(f"{image.width}x{image.height} = {pixels} pixels", policy.max_pixels),
             name)
     if pixels == 0:
@@ -43,14 +43,14 @@ def check_size(image: Image.Image, policy: DecodePolicy, name: str) -> None:
     reason = memory_reason(f"{image.width}x{image.height} = {pixels} pixels",
                            pixels * len(image.getbands()))
     if reason is not None:
-        raise UnreadableInputError(reason, name)
+        raise TransientInputError(reason, name)
 
 
 def memory_reason(size: str, needed: int) -> str | None:
     """Why an image of ``size`` needing ``needed`` bytes is not decoded here, or None.
 
-    The reason starts with "out of memory", a transient reason: the cache does not keep
-    it, as the same file may be decoded on a larger machine.
+    Raised as a `TransientInputError`: the cache does not keep it, as the same file may
+    be decoded on a larger machine.
 
     Examples
     --------

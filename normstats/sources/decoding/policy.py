@@ -3,6 +3,13 @@
 The default policy, ``RGB``, is what torchvision's default loader feeds a model
 (``Image.open(p).convert("RGB")``). ``L`` and ``RGBA`` convert likewise. ``keep``
 keeps native channels and bit depth: 16-bit stays uint16 and float stays float.
+
+`DecodePolicy` stays internal: it is the decode part of the one public options object,
+`normstats.ReadOptions` (`normstats.sources.options`), which users build and which gives
+it as ``ReadOptions.policy``. It is what the record cache keys on (mode, pixel and byte
+limits, resize, crop), and readers take it; users never need to name it. Its one import
+path is this module. Both validate through the same ``parse_*`` functions, so a mode is
+checked (and its case forgiven: ``"rgb"`` is ``RGB``) in one place.
 """
 
 from __future__ import annotations
@@ -18,9 +25,9 @@ from normstats.errors import InvalidOptionError
 from normstats.sources.decoding.file_read import default_file_limit
 from normstats.sources.decoding.transforms import check_transform_sizes, parse_size
 
-__all__ = ["DecodePolicy", "policy_of", "DecodedImage", "Scratch", "OutputBuffer", "MODES",
-           "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS", "NATIVE_NAMES",
-           "channel_names_for"]
+__all__ = ["DecodePolicy", "policy_of", "parse_mode", "parse_limit", "DecodedImage", "Scratch",
+           "OutputBuffer", "MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
+           "NATIVE_NAMES", "channel_names_for"]
 
 MODES = ("RGB", "L", "RGBA", "keep")
 ALLOWED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM")
@@ -29,8 +36,41 @@ IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", 
 #: Pillow's own default limit, used unless ``--max-pixels`` says otherwise.
 DEFAULT_MAX_PIXELS = int(Image.MAX_IMAGE_PIXELS or 89_478_485)
 
+#: Each mode by the words a user may type for it (case is forgiven, as on the command line).
+_MODE_BY_NAME = {mode.lower(): mode for mode in MODES}
+
 NATIVE_NAMES = {"L": ("L",), "LA": ("L", "A"), "RGB": ("R", "G", "B"),
                  "RGBA": ("R", "G", "B", "A"), "CMYK": ("C", "M", "Y", "K")}
+
+
+def parse_mode(mode: str) -> str:
+    """A decode mode in its own spelling, whatever the case it was typed in.
+
+    Examples
+    --------
+    >>> parse_mode("rgb"), parse_mode("KEEP")
+    ('RGB', 'keep')
+    """
+    if not isinstance(mode, str) or mode.lower() not in _MODE_BY_NAME:
+        raise InvalidOptionError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    return _MODE_BY_NAME[mode.lower()]
+
+
+def parse_limit(value: int | None, option: str) -> int | None:
+    """A pixel or byte limit: None (the default limit) or a positive integer.
+
+    Examples
+    --------
+    >>> parse_limit(10, "max_pixels"), parse_limit(None, "max_file_bytes")
+    (10, None)
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidOptionError(f"{option} must be an integer, got {value!r}")
+    if value <= 0:
+        raise InvalidOptionError(f"{option} must be positive, got {value}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -61,14 +101,10 @@ class DecodePolicy:
         return default_file_limit(self.max_pixels)
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise InvalidOptionError(f"unknown mode {self.mode!r}; choose one of "
-                                     f"{', '.join(MODES)}")
-        if int(self.max_pixels) <= 0:
-            raise InvalidOptionError(f"max_pixels must be positive, got {self.max_pixels}")
-        if self.max_file_bytes is not None and int(self.max_file_bytes) <= 0:
-            raise InvalidOptionError(f"max_file_bytes must be positive, got "
-                                     f"{self.max_file_bytes}")
+        object.__setattr__(self, "mode", parse_mode(self.mode))  # frozen: set once, here
+        if parse_limit(self.max_pixels, "max_pixels") is None:
+            raise InvalidOptionError("max_pixels must be an integer, got None")
+        parse_limit(self.max_file_bytes, "max_file_bytes")
         check_transform_sizes(parse_size(self.resize, "resize"),
                               parse_size(self.center_crop, "center_crop"), int(self.max_pixels))
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from normstats.errors import InvalidOptionError, UnreadableInputError
+from normstats.errors import InvalidOptionError, RefusedInputError, UnreadableInputError
 
 __all__ = ["resized_size", "resize_shorter", "center_crop", "apply_transforms",
            "parse_size", "check_transform_sizes", "transformed_source"]
@@ -161,7 +161,7 @@ def apply_transforms(pixels: np.ndarray, channel_names: tuple[str, ...], resize:
     >>> apply_transforms(np.zeros((1, 50, 1), np.uint8), ("L",), 4, None, "thin.png", 100)
     Traceback (most recent call last):
     ...
-    normstats.errors.UnreadableInputError: thin.png: Resize(4) makes it 4x200 = 800 pixels, ...
+    normstats.errors.RefusedInputError: thin.png: Resize(4) makes it 4x200 = 800 pixels, ...
     """
     if resize is not None:
         _check_resized(pixels.shape[0], pixels.shape[1], resize, max_pixels, name)
@@ -179,7 +179,7 @@ def _check_resized(height: int, width: int, resize: int, max_pixels: int | None,
     """Skip an image (a long, thin one) that the resize would take over ``max_pixels``."""
     new_height, new_width = resized_size(height, width, resize)
     if max_pixels is not None and new_height * new_width > max_pixels:
-        raise UnreadableInputError(
+        raise RefusedInputError(
             f"Resize({resize}) makes it {new_height}x{new_width} = {new_height * new_width} "
             f"pixels, over the limit of {max_pixels} pixels; use a smaller --resize, or "
             "raise --max-pixels if the memory is there", name)

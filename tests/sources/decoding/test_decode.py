@@ -8,7 +8,8 @@ import pytest
 from PIL import Image, UnidentifiedImageError
 
 from normstats import InvalidOptionError, UnreadableInputError
-from normstats.sources.decoding.decode import DecodePolicy, decode_bytes, read_whole_file
+from normstats.sources.decoding.decode import decode_bytes, read_whole_file
+from normstats.sources.decoding.policy import DecodePolicy
 
 
 def encode(image: Image.Image, fmt: str, **options) -> bytes:
@@ -182,3 +183,99 @@ def test_palette_transparency_bytes_give_pillows_pixels_without_its_warning(mode
     assert np.array_equal(decoded.reshape(expected.shape), expected)
     kept = decode_bytes(data, "p.png", DecodePolicy("keep")).pixels  # RGBA: alpha kept
     assert kept.shape == (4, 4, 4) and kept[0, :4, 3].tolist() == [0, 128, 255, 7]
+
+
+def gif_of(height: int, width: int) -> bytes:
+    """A GIF: no fast path takes it, so Pillow's own size check sees it."""
+    return encode(Image.fromarray(np.zeros((height, width), np.uint8)), "GIF")
+
+
+PILLOW_LIMIT = ("{n} pixels is within --max-pixels but over the limit of Pillow in this "
+                "process (PIL.Image.MAX_IMAGE_PIXELS = 1000), which normstats never changes "
+                "in the caller's process; raise it there, or run with the processes scheduler")
+
+
+def test_pillows_own_limit_is_the_callers_setting_not_the_files_fault(monkeypatch):
+    from normstats.errors import RefusedInputError, TransientInputError
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    with pytest.raises(TransientInputError) as raised:  # over twice Pillow's limit: an error
+        decode_bytes(gif_of(50, 50), "b.gif", DecodePolicy("RGB"))
+    assert str(raised.value) == "b.gif: " + PILLOW_LIMIT.format(n=2500)
+    with pytest.raises(RefusedInputError) as raised:  # over the policy's own limit too
+        decode_bytes(gif_of(50, 50), "b.gif", DecodePolicy("RGB", 2500 - 1))
+    assert str(raised.value) == ("b.gif: decompression bomb: 2500 pixels exceeds the limit of "
+                                 "2499 pixels; raise it with --max-pixels if the file is trusted")
+    with warnings.catch_warnings():  # between once and twice: Pillow only warns, unless the
+        warnings.simplefilter("error")  # caller's filters make its warning an error
+        with pytest.raises(TransientInputError) as raised:
+            decode_bytes(gif_of(30, 50), "w.gif", DecodePolicy("RGB", 1500))
+    assert str(raised.value) == "w.gif: " + PILLOW_LIMIT.format(n=1500)
+
+
+def test_pillows_limit_over_this_machines_memory_says_so(monkeypatch):
+    from normstats.errors import TransientInputError
+    from normstats.sources.decoding import pillow_pixels
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    monkeypatch.setattr(pillow_pixels, "machine_memory", lambda: 2499)
+    with pytest.raises(TransientInputError) as raised:
+        decode_bytes(gif_of(50, 50), "b.gif", DecodePolicy("RGB"))
+    assert str(raised.value) == (
+        "b.gif: out of memory: its 2500 pixels need at least 2,500 bytes, more than this "
+        "machine's 2,499 bytes of memory (the image is within --max-pixels, but cannot be "
+        "decoded here)")
+
+
+def test_a_pillow_limit_message_without_a_size_is_the_policys_refusal():
+    from normstats.errors import RefusedInputError
+    from normstats.sources.decoding.decode import _pillow_limit_error
+
+    error = _pillow_limit_error(Image.DecompressionBombError("too big"), DecodePolicy("RGB", 7),
+                                "x.gif")
+    assert isinstance(error, RefusedInputError)
+    assert str(error) == ("x.gif: decompression bomb: the image exceeds the limit of 7 pixels; "
+                          "raise it with --max-pixels if the file is trusted")
+
+
+def test_decode_file_names_the_file_by_its_path_unless_told_and_keeps_its_limit(tmp_path,
+                                                                             monkeypatch):
+    from normstats.errors import OUT_OF_MEMORY_REASON, RefusedInputError, TransientInputError
+    from normstats.sources.decoding import decode as decode_module
+    from normstats.sources.decoding.decode import decode_file
+
+    path = tmp_path / "a.png"
+    Image.new("L", (3, 2), 7).save(path)
+    size = path.stat().st_size
+    assert decode_file(str(path), DecodePolicy("L"), size_hint=1).pixels.tolist() == \
+        [[[7]] * 3] * 2
+    (tmp_path / "empty.png").write_bytes(b"")
+    with pytest.raises(UnreadableInputError, match=f"^{tmp_path / 'empty.png'}: zero-byte"):
+        decode_file(str(tmp_path / "empty.png"), DecodePolicy())
+    with pytest.raises(UnreadableInputError, match="^cats/empty.png: zero-byte file$"):
+        decode_file(str(tmp_path / "empty.png"), DecodePolicy(), "cats/empty.png")
+    with pytest.raises(RefusedInputError) as raised:
+        decode_file(str(path), DecodePolicy("L", max_file_bytes=size - 1), "a.png")
+    assert str(raised.value) == (f"a.png: file of {size} bytes is over the limit of "
+                                 f"{size - 1} bytes; raise --max-file-bytes if it is trusted")
+
+    def out_of_memory(*args):
+        raise MemoryError
+
+    monkeypatch.setattr(decode_module, "read_image_file", out_of_memory)
+    with pytest.raises(TransientInputError) as raised:
+        decode_file(str(path), DecodePolicy(), "a.png")
+    assert str(raised.value) == f"a.png: {OUT_OF_MEMORY_REASON}"
+
+
+def test_errors_from_pillows_path_name_the_file(monkeypatch):
+    from normstats.errors import RefusedInputError
+
+    with pytest.raises(RefusedInputError) as raised:  # the policy's limit, from the header
+        decode_bytes(gif_of(3, 4), "cats/big.gif", DecodePolicy("RGB", 11))
+    assert str(raised.value).startswith("cats/big.gif: decompression bomb: 4x3 = 12 pixels")
+    damaged = bytearray(encode(Image.fromarray(np.arange(300, dtype=np.uint8)
+                                               .reshape(10, 10, 3)), "TIFF"))
+    with pytest.raises(UnreadableInputError) as raised:
+        decode_bytes(bytes(damaged[:-100]), "cats/cut.tif", DecodePolicy())
+    assert str(raised.value).startswith("cats/cut.tif: truncated or corrupt image data (")

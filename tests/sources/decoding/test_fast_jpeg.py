@@ -7,7 +7,8 @@ import pytest
 from PIL import Image
 
 from normstats.sources.decoding import jpeg_fast
-from normstats.sources.decoding.decode import DecodePolicy, Scratch, decode_bytes, decode_jpeg_fast
+from normstats.sources.decoding.decode import Scratch, decode_bytes, decode_jpeg_fast
+from normstats.sources.decoding.policy import DecodePolicy
 
 
 def test_simplejpeg_a_hard_dependency_is_importable():
@@ -48,7 +49,9 @@ def test_fast_path_equals_pillow_on_a_corpus(mode, rng):
             assert np.array_equal(fast.reshape(expected.shape), expected), name
         assert np.array_equal(decode_bytes(data, name, DecodePolicy(mode)).pixels.reshape(
             expected.shape), expected), name
-    assert taken >= (60 if mode == "RGB" else 8)  # the fast path is really used
+    # the fast path takes every YCbCr file under RGB and every grey file under both modes
+    files = corpus(rng)
+    assert taken == (len(files) if mode == "RGB" else sum("gray" in name for name in files))
 
 
 def test_cmyk_and_colour_under_l_fall_back_to_pillow(rng):
@@ -56,12 +59,17 @@ def test_cmyk_and_colour_under_l_fall_back_to_pillow(rng):
     assert decode_jpeg_fast(jpeg(image.convert("CMYK")), DecodePolicy("RGB")) is None
     assert decode_jpeg_fast(jpeg(image), DecodePolicy("L")) is None
     assert decode_jpeg_fast(jpeg(image), DecodePolicy("keep")) is None
+    for mode in ("RGBA", "keep"):  # what the fast path never makes, even from grey
+        assert decode_jpeg_fast(jpeg(image.convert("L")), DecodePolicy(mode)) is None
 
 
 def test_damaged_or_oversized_jpegs_get_pillows_verdict(rng):
     data = jpeg(Image.fromarray(rng.integers(0, 256, size=(64, 64, 3), dtype=np.uint8)))
     assert decode_jpeg_fast(data[: len(data) // 2], DecodePolicy()) is None
     assert decode_jpeg_fast(data, DecodePolicy(max_pixels=100)) is None
+    assert decode_jpeg_fast(data, DecodePolicy(max_pixels=64 * 64 - 1)) is None
+    at_the_limit = decode_jpeg_fast(data, DecodePolicy(max_pixels=64 * 64))
+    assert np.array_equal(at_the_limit, np.asarray(Image.open(io.BytesIO(data))))
 
 
 def test_fast_path_applies_resize_and_crop_like_pillow(rng, monkeypatch):

@@ -36,7 +36,8 @@ from PIL import Image
 
 import normstats
 from normstats import EmptyDatasetError, UnreadableInputError
-from normstats.sources.decoding.decode import ALLOWED_FORMATS, DecodePolicy, decode_file
+from normstats.sources.decoding.decode import ALLOWED_FORMATS, decode_file
+from normstats.sources.decoding.policy import DecodePolicy
 
 #: 64 times the seeds' 20x16 pixels: a mutated size field up to it is decoded, past it
 #: refused from the header; no decode handles more pixels than this.

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from PIL import Image, PngImagePlugin
 
 from normstats.sources.decoding import decode, png_fast
-from normstats.sources.decoding.decode import DecodePolicy, Scratch, decode_bytes
+from normstats.sources.decoding.decode import Scratch, decode_bytes
 from normstats.sources.decoding.png_fast import decode_png_fast, plain_png_header
+from normstats.sources.decoding.policy import DecodePolicy
 
 
 def test_imagecodecs_a_hard_dependency_is_importable():
@@ -297,3 +298,24 @@ def test_the_compiled_walk_agrees_on_damaged_files(seed, target, mutations, raw)
             + struct.pack(">I", zlib.crc32(k + b) if i < len(old) else 0)
             for i, ((kind, body), (k, b)) in enumerate(zip(parts, old + old)))
     assert png_fast._plain_layout(data) == png_fast._walk_chunks(data)
+
+
+def claimed_png(width: int, height: int) -> bytes:
+    """A structurally valid PNG whose header claims a size (its data is never inflated)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (png_fast.PNG_SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", b"x")
+            + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("width, height, plain", [
+    (2**31 - 1, 1, True), (1, 2**31 - 1, True), (2**31, 1, False), (1, 2**31, False),
+    (2**32 - 1, 1, False), (1, 2**32 - 1, False), (0, 1, False), (1, 0, False)])
+def test_sizes_png_allows_are_plain_up_to_2_31_minus_1(width, height, plain):
+    """PNG's limit (2³¹ − 1 per side, never 0): past it a header is not plain, whatever
+    the 32-bit field holds; Pillow then gives its verdict."""
+    assert plain_png_header(claimed_png(width, height)) == \
+        ((height, width, 3) if plain else None)

@@ -9,7 +9,7 @@ from PIL import Image
 
 import normstats
 from normstats.errors import InvalidOptionError
-from normstats.sources.decoding.decode import DecodePolicy
+from normstats.sources.decoding.policy import DecodePolicy
 from normstats.sources.decoding.transforms import center_crop, resized_size
 
 
@@ -155,3 +155,83 @@ def test_sizes_whose_every_output_is_over_max_pixels_are_option_errors(tmp_path,
     assert str(raised.value).startswith(message)
     assert normstats.compute(root, max_pixels=10_000, cache=False, resize=100,
                              center_crop=100).images == 1  # the limit itself is allowed
+
+
+@pytest.mark.parametrize("rows, size, expected", [
+    ([[1], [2], [3], [4]], 2, [[2, 0], [3, 0]]),         # padded in width only
+    ([[7]], 3, [[0, 0, 0], [0, 7, 0], [0, 0, 0]]),        # floor half before, ceiling after
+    ([[1, 2], [3, 4]], 3, [[1, 2, 0], [3, 4, 0], [0, 0, 0]]),
+    ([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [11, 12, 13, 14, 15]], 3,
+     [[2, 3, 4], [7, 8, 9], [12, 13, 14]]),               # the height fits exactly
+    ([[0, 1, 2, 3]] * 4, 1, [[2]]),                       # round(1.5) = 2: half to even
+    ([[0, 1, 2]] * 3, 2, [[0, 1], [0, 1]]),               # round(0.5) = 0
+])
+def test_center_crop_is_torchvisions_pad_then_crop(rows, size, expected):
+    """Hand-computed: torchvision pads (floor half top/left, ceiling half bottom/right) where
+    the image is smaller than the crop, then crops at int(round((H - N) / 2))."""
+    pixels = np.array(rows, np.uint8)[:, :, None]
+    assert center_crop(pixels, size)[:, :, 0].tolist() == expected
+
+
+def pillow_resized(image: Image.Image, shorter: int) -> np.ndarray:
+    """The oracle: Pillow's own antialiased bilinear resize of a Pillow image."""
+    w, h = image.size
+    size = (shorter, int(shorter * h / w)) if w <= h else (int(shorter * w / h), shorter)
+    out = np.asarray(image.resize(size, Image.Resampling.BILINEAR, reducing_gap=None))
+    return out[:, :, None] if out.ndim == 2 else out
+
+
+@pytest.mark.parametrize("mode, dtype, names", [
+    ("L", np.uint8, ("L",)), ("LA", np.uint8, ("L", "A")), ("RGB", np.uint8, ("R", "G", "B")),
+    ("RGBA", np.uint8, ("R", "G", "B", "A")), ("CMYK", np.uint8, ("C", "M", "Y", "K")),
+    ("I;16", np.uint16, ("L",)), ("F", np.float32, ("L",)),
+])
+def test_every_pixel_kind_resizes_as_pillow_resizes_it(rng, mode, dtype, names):
+    from normstats.sources.decoding.transforms import apply_transforms, resize_shorter
+
+    channels = len(names)
+    high = 65535 if dtype == np.uint16 else 255
+    pixels = rng.integers(0, high, (9, 14, channels), endpoint=True).astype(dtype)
+
+    def image_of(array: np.ndarray) -> Image.Image:
+        source = np.ascontiguousarray(array[:, :, 0] if channels == 1 else array)
+        image = Image.fromarray(source, mode="CMYK") if mode == "CMYK" else \
+            Image.fromarray(source)
+        assert image.mode == mode
+        return image
+
+    expected = pillow_resized(image_of(pixels), 4)
+    for array in (pixels, pixels.transpose(1, 0, 2).copy()):  # wide, then tall
+        got = resize_shorter(array, 4, names)
+        assert got.dtype == pixels.dtype
+        assert np.array_equal(got, pillow_resized(image_of(array), 4))
+    cropped = apply_transforms(pixels, names, 4, 3, "x.png")
+    assert np.array_equal(cropped, center_crop(expected, 3))
+
+
+@pytest.mark.parametrize("channels, dtype", [(3, np.uint16), (3, np.float32), (5, np.uint8),
+                                             (1, np.int16), (1, np.float64)])
+def test_pixels_pillow_cannot_resample_are_skipped_by_name(channels, dtype):
+    from normstats.errors import UnreadableInputError
+    from normstats.sources.decoding.transforms import apply_transforms, resize_shorter
+
+    pixels = np.zeros((4, 4, channels), dtype)
+    message = f"cannot resize {channels}-channel {np.dtype(dtype)} images"
+    with pytest.raises(InvalidOptionError) as raised:
+        resize_shorter(pixels, 2)
+    assert str(raised.value) == message
+    with pytest.raises(UnreadableInputError) as raised:
+        apply_transforms(pixels, ("L",) * channels, 2, None, "odd.tif")
+    assert str(raised.value) == f"odd.tif: {message}"
+    assert apply_transforms(pixels, ("L",) * channels, None, None) is pixels
+
+
+def test_a_resize_over_max_pixels_names_the_image():
+    from normstats.errors import RefusedInputError
+    from normstats.sources.decoding.transforms import apply_transforms
+
+    with pytest.raises(RefusedInputError) as raised:
+        apply_transforms(np.zeros((1, 50, 1), np.uint8), ("L",), 4, None, "thin.png", 799)
+    assert str(raised.value).startswith("thin.png: Resize(4) makes it 4x200 = 800 pixels")
+    assert apply_transforms(np.zeros((1, 50, 1), np.uint8), ("L",), 4, None, "thin.png",
+                            800).shape == (4, 200, 1)

@@ -1,0 +1,239 @@
+"""`compute`: the one library call from data to `DatasetStats`, with every analysis of the
+command line.
+
+``normstats compute`` is this call and a printer: each of its flags is an argument here
+of the same name (``--sample`` is ``sample=``, ``--by-folder`` is ``by_folder=``,
+``--image-key`` is ``image_key=``), and what it prints is the result (``--json`` is
+``stats.to_json()``). The exact run is `normstats.engine.compute.compute_stats`; this
+module adds, around it, what the result carries beside the constants: a sample's
+intervals, exact percentiles, per-folder statistics, outliers, and a throw-away local
+cluster to run it all on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Unpack
+
+from normstats.errors import InvalidOptionError
+from normstats.maths.stats import DatasetStats
+from normstats.sources.base import TaskResult
+from normstats.sources.options import ReadArguments, ReadOptions, read_options
+
+__all__ = ["compute", "check_arguments"]
+
+
+def compute(data: Any, *, options: ReadOptions | None = None,
+            workers: int | None = None, scheduler: Any = None, task_size: int | None = None,
+            progress: bool | None = False,
+            on_result: Callable[[TaskResult], None] | None = None,
+            cache: str | os.PathLike | bool | None = None,
+            verify_cache: int | str | None = None,
+            sample: int | None = None, seed: int | None = None, precision: float | None = None,
+            percentiles: bool = False, by_folder: bool = False, outliers: bool = False,
+            local_cluster: bool = False, threads_per_worker: int | None = None,
+            **read: Unpack[ReadArguments]) -> DatasetStats:
+    """Exact per-channel normalization constants of a dataset, in every variant.
+
+    Parameters
+    ----------
+    data : str, os.PathLike, numpy.ndarray, dask.array.Array, zarr array, dataset or iterable
+        A folder of images, a ``.npy`` file, a zarr array (path or object), an array;
+        a map-style dataset (``__len__`` and ``__getitem__``: a PyTorch ``Dataset``,
+        ``Subset``, ``ConcatDataset``, a list of arrays) read by index in parallel tasks;
+        a ``DataLoader`` (its batches split into images); or any iterable of images,
+        ``(image, label)`` tuples or dicts. PIL images are converted to ``mode``.
+        A Dask array (or an xarray ``DataArray`` backed by one) is reduced as a Dask
+        reduction on its own graph: its blocks are reduced where they are (see
+        ``docs/dask.md``); ``scheduler`` then runs that graph.
+    options : ReadOptions, optional
+        How the data is read and reported: ``mode``, ``layout``, ``scale``, ``channels``,
+        ``on_error``, ``max_pixels``, ``max_file_bytes``, ``resize``, ``center_crop``,
+        ``format``, ``image_key``, ``allow_missing_chunks`` (see `normstats.ReadOptions`).
+    **read
+        The same options as keyword arguments (``compute(x, mode="L")``); beside
+        ``options`` they replace its fields.
+    workers : int, optional
+        Parallel workers of the local pool or of ``local_cluster`` (default: usable CPUs).
+    scheduler : str or distributed.Client, optional
+        "sync", "threads" or "processes"; or a ``dask.distributed`` cluster: a client, an
+        address (``tcp://host:8786``) or a scheduler file, whose workers decide the
+        parallelism. See `normstats.engine.pipeline.run`.
+    task_size : int, optional
+        Images per task.
+    progress : bool, optional
+        A progress bar on stderr (None: when stderr is a terminal).
+    on_result : callable, optional
+        Called with each task's `TaskResult` (records and skipped inputs) in this process.
+    cache : str, os.PathLike or bool, optional
+        Per-image record cache for folders (see ``docs/cache.md``): a directory, True for
+        the default location, False for none. None (default) uses one only when
+        ``$NORMSTATS_CACHE`` names a directory: a library call never writes to the home
+        directory unless asked. ``stats.images_cached`` / ``images_decoded`` tell what
+        the cache answered. Sampling and percentiles decode without it.
+    verify_cache : int or "all", optional
+        Decode this many of the files the cache would answer again (drawn at random), or
+        all of them, and name in ``stats.cache_changed`` those whose cached record no
+        longer matches; the result uses the fresh records.
+    sample : int, optional
+        Estimate from this many images drawn uniformly at random: the result holds their
+        statistics and ``stats.estimate``, the 95% half-widths (images as clusters of
+        pixels; see ``docs/sampling.md``); ``stats.interval(name)`` gives the intervals.
+    seed : int, optional
+        Seed of the draw (a non-negative integer); without one, a seed is drawn and
+        recorded in ``stats.estimate.seed``.
+    precision : float, optional
+        Double the sample (from ``sample``, default 256) until every half-width is below
+        this, in the reported scale.
+    percentiles : bool
+        Also ``stats.percentiles``: the exact 0.5th and 99.5th percentiles per channel
+        (integer images), a robust range for min-max scaling.
+    by_folder : bool
+        Also ``stats.by_folder``: exact statistics per immediate sub-folder (classes,
+        splits), from the same per-image records.
+    outliers : bool
+        Also ``stats.outliers``: images with an extreme mean or std, blank images, and
+        grayscale images stored as RGB.
+    local_cluster : bool
+        Run on a throw-away ``dask.distributed`` cluster of ``workers`` processes on this
+        machine (for trying the cluster path; the default local pool is faster).
+    threads_per_worker : int, optional
+        Threads per worker process of ``local_cluster`` (default 1).
+
+    Returns
+    -------
+    DatasetStats
+        The constants, and what was asked beside them (``estimate``, ``percentiles``,
+        ``by_folder``, ``outliers``).
+
+    Raises
+    ------
+    NormstatsError
+        With a one-line reason: empty dataset, incompatible images, bad option, or (with
+        ``on_error="fail"``) the first unreadable file.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> data = rng.integers(0, 256, (100, 8, 8, 3), dtype=np.uint8)
+    >>> stats = compute(data)
+    >>> stats.images, stats.channels, round(stats.mean[0], 2)
+    (100, ('c0', 'c1', 'c2'), 0.5)
+    >>> estimate = compute(data, sample=20, seed=0, channels="R,G,B")
+    >>> estimate.images, estimate.estimate.population, estimate.channels
+    (20, 100, ('R', 'G', 'B'))
+    >>> compute(data, percentiles=True).percentiles["p99.5"][0] * 255
+    254.0
+    """
+    options = read_options(options, dict(read))
+    check_arguments(sample=sample, seed=seed, precision=precision, percentiles=percentiles,
+                    by_folder=by_folder, outliers=outliers, cache=cache,
+                    verify_cache=verify_cache, workers=workers, scheduler=scheduler,
+                    local_cluster=local_cluster, threads_per_worker=threads_per_worker)
+    run = {"workers": workers, "scheduler": scheduler, "task_size": task_size,
+           "progress": progress, "on_result": on_result}
+    if local_cluster:
+        return _on_local_cluster(data, options, run, threads_per_worker, cache=cache,
+                                 verify_cache=verify_cache, sample=sample, seed=seed,
+                                 precision=precision, percentiles=percentiles,
+                                 by_folder=by_folder, outliers=outliers)
+    if sample is not None or precision is not None:
+        from normstats.analyses.sampling_run import sample_estimate
+        from normstats.sources import open_source
+
+        return sample_estimate(open_source(data, options=options), sample, seed=seed,
+                               precision=precision, scale=options.scale,
+                               channels=options.channels, **run)
+    if not (by_folder or outliers):
+        return _exact(data, options, run, percentiles, cache, verify_cache)
+    from normstats.analyses.record_reports import RecordCollector, with_record_reports
+
+    collector = RecordCollector()
+    stats = _exact(data, options, {**run, "on_result": _both(collector, on_result)},
+                   percentiles, cache, verify_cache)
+    return with_record_reports(stats, collector.records(), by_folder, outliers)
+
+
+def _exact(data: Any, options: ReadOptions, run: dict[str, Any], percentiles: bool,
+           cache: str | os.PathLike | bool | None,
+           verify_cache: int | str | None) -> DatasetStats:
+    """Every image read: with the histogram of its pixels, or through the record cache."""
+    if percentiles:
+        from normstats.engine.histogram_run import compute_with_histogram, robust_range
+
+        stats, histogram = compute_with_histogram(data, options, **run)
+        return replace(stats, percentiles=robust_range(stats, histogram))
+    from normstats.engine.compute import compute_stats
+
+    return compute_stats(data, options, cache=cache, verify_cache=verify_cache, **run)
+
+
+def _both(first: Callable[[TaskResult], None],
+          second: Callable[[TaskResult], None] | None) -> Callable[[TaskResult], None]:
+    if second is None:
+        return first
+
+    def both(result: TaskResult) -> None:
+        first(result)
+        second(result)
+    return both
+
+
+def _on_local_cluster(data: Any, options: ReadOptions, run: dict[str, Any],
+                      threads_per_worker: int | None, **analyses: Any) -> DatasetStats:
+    from normstats.engine.cluster import local_cluster
+    from normstats.engine.pipeline import default_workers
+
+    workers = run.pop("workers") or default_workers()
+    with local_cluster(workers, threads_per_worker or 1) as client:
+        return compute(data, options=options, **{**run, "scheduler": client}, **analyses)
+
+
+def check_arguments(*, sample: int | None = None, seed: int | None = None,
+                    precision: float | None = None, percentiles: bool = False,
+                    by_folder: bool = False, outliers: bool = False,
+                    cache: str | os.PathLike | bool | None = None,
+                    verify_cache: int | str | None = None, workers: int | None = None,
+                    scheduler: Any = None, local_cluster: bool = False,
+                    threads_per_worker: int | None = None) -> None:
+    """Refuse arguments of `compute` that contradict each other, before any work (the
+    command line calls it first, to report them as mistakes of the command line).
+
+    Examples
+    --------
+    >>> check_arguments(sample=10, percentiles=True)
+    Traceback (most recent call last):
+    ...
+    normstats.errors.InvalidOptionError: --percentiles needs every pixel: not with --sample/...
+    """
+    sampling = sample is not None or precision is not None
+    problems = [
+        (sampling and percentiles, "--percentiles needs every pixel: not with "
+                                   "--sample/--precision"),
+        (sampling and (by_folder or outliers), "--by-folder and --outliers need every "
+                                               "image's record: not with --sample/--precision"),
+        (seed is not None and not sampling, "--seed draws a sample: give --sample or "
+                                            "--precision with it"),
+        (verify_cache is not None and (sampling or percentiles or cache is False),
+         "--verify-cache checks the record cache of a plain compute: not with --sample, "
+         "--precision, --percentiles or --no-cache"),
+        (threads_per_worker is not None and not local_cluster,
+         "--threads-per-worker needs --local-cluster"),
+        (local_cluster and scheduler is not None,
+         "--local-cluster starts its own scheduler; drop --scheduler"),
+    ]
+    for wrong, reason in problems:
+        if wrong:
+            raise InvalidOptionError(reason)
+    if workers is not None and scheduler is not None and _names_a_cluster(scheduler):
+        raise InvalidOptionError("--workers sizes a local pool or --local-cluster; with "
+                                 "--scheduler ADDRESS the cluster's workers decide")
+
+
+def _names_a_cluster(scheduler: Any) -> bool:
+    from normstats.engine.cluster import is_distributed
+
+    return is_distributed(scheduler)

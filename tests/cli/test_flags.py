@@ -1,0 +1,79 @@
+"""The command line is the library: every flag of ``normstats compute`` is an argument of
+`normstats.compute` (or a field of `normstats.ReadOptions`) spelled with the same words,
+apart from a short, named list of presentation flags; ``--scheduler`` is one option on
+every command that computes."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+import normstats
+from normstats.sources.options import READ_FIELDS
+from normstats_cli import main
+
+#: Flags of ``compute`` that are not library arguments, and why.
+CLI_ONLY = {
+    "paths": "the PATH arguments: compute's data",
+    "as_json": "--json prints stats.to_json()",
+    "variant": "which std the report's Normalize line and --to print",
+    "to": "prints stats.to(FORMAT)",
+    "bgr": "prints stats.to(FORMAT, bgr=True)",
+    "no_cache": "the command line's spelling of cache=False",
+    "manifest": "a known dataset instead of PATH (normstats.analyses.manifests)",
+    "root": "where the --manifest files are",
+}
+#: Arguments of `normstats.compute` that no flag can carry.
+LIBRARY_ONLY = {"data": "given as PATH", "options": "the flags build it",
+                "on_result": "a Python callback"}
+
+
+def _library_arguments() -> set[str]:
+    parameters = inspect.signature(normstats.compute).parameters
+    named = {n for n, p in parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    return named | set(READ_FIELDS)
+
+
+def test_every_compute_flag_is_a_library_argument_of_the_same_name():
+    command = main.commands["compute"]
+    flags = {p.name: p for p in command.params}
+    assert set(CLI_ONLY) <= set(flags)  # the list of exceptions does not go stale
+    assert set(flags) - set(CLI_ONLY) == _library_arguments() - set(LIBRARY_ONLY)
+    for name, param in flags.items():
+        if name not in CLI_ONLY:  # the same words: image_key is --image-key
+            assert param.opts == ["--" + name.replace("_", "-")], param.opts
+
+
+def test_compare_reads_with_the_same_flags_as_compute():
+    compute = {p.name: p.opts for p in main.commands["compute"].params}
+    compare = {p.name: p.opts for p in main.commands["compare"].params}
+    for name in (*READ_FIELDS, "workers", "scheduler"):
+        assert compare[name] == compute[name]
+
+
+def test_scheduler_means_the_same_on_every_command_that_computes():
+    options = [next(p for p in main.commands[name].params if p.name == "scheduler")
+               for name in ("compute", "verify", "compare")]
+    assert len({(o.callback, o.metavar, o.help) for o in options}) == 1
+
+
+def test_compare_runs_on_the_scheduler_it_is_given(tmp_path, rng):
+    paths = []
+    for name in ("a", "b"):
+        paths.append(str(tmp_path / f"{name}.npy"))
+        np.save(paths[-1], rng.integers(0, 256, (20, 4, 4, 3), dtype=np.uint8))
+    runs = [CliRunner().invoke(main, ["compare", *paths, "--json", *extra])
+            for extra in ([], ["--scheduler", "SYNC"], ["--scheduler", "threads"])]
+    assert all(run.exit_code == 0 for run in runs), [run.output for run in runs]
+    assert len({json.dumps(json.loads(run.stdout), sort_keys=True) for run in runs}) == 1
+    refused = CliRunner().invoke(main, ["compare", *paths, "--scheduler", "bogus"])
+    assert refused.exit_code == 2 and "none of sync, threads, processes" in refused.output
+
+
+def test_the_old_spellings_are_gone():
+    for args in (["--column", "x"], ["--export", "keras"], ["--to", "json"]):
+        result = CliRunner().invoke(main, ["compute", "x.npy", *args])
+        assert result.exit_code == 2, args
