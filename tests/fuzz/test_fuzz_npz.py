@@ -11,13 +11,11 @@ byte), counted through zlib rather than timed.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import struct
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +23,7 @@ import pytest
 from fuzz.fuzzing import fuzz_settings, regression_inputs
 from hypothesis import given
 from hypothesis import strategies as st
+from watchdogs import counting_inflation
 
 from normstats.errors import NormstatsError
 from normstats.sources.npz import open_npz
@@ -127,31 +126,6 @@ def check(path: Path, inflated: list[int]) -> None:
     native = expected.astype(expected.dtype.newbyteorder("="))
     assert got.shape == expected.shape and got.dtype == native.dtype
     assert got.tobytes() == np.ascontiguousarray(native).tobytes()
-
-
-@contextlib.contextmanager
-def counting_inflation() -> Iterator[list[int]]:
-    """The bytes every zlib decompressor inflates inside the block."""
-    counts: list[int] = []
-    real = zlib.decompressobj
-
-    class Counting:
-        def __init__(self, *args) -> None:
-            self.inner = real(*args)
-
-        def decompress(self, data: bytes, max_length: int = 0) -> bytes:
-            out = self.inner.decompress(data, max_length)
-            counts.append(len(out))
-            return out
-
-        def __getattr__(self, name: str):
-            return getattr(self.inner, name)
-
-    zlib.decompressobj = Counting
-    try:
-        yield counts
-    finally:
-        zlib.decompressobj = real
 
 
 @fuzz_settings(250)

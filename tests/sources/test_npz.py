@@ -8,10 +8,12 @@ import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from watchdogs import counting_inflation
 
 import normstats
 from normstats.errors import NormstatsError
@@ -87,25 +89,10 @@ def one_member_zip(name: str, stream: bytes, file_size: int, crc: int,
 
 
 @pytest.fixture
-def inflated(monkeypatch) -> list[int]:
+def inflated() -> Iterator[list[int]]:
     """The bytes every zlib decompressor inflates while the test runs (what memory holds)."""
-    counts: list[int] = []
-    real = zlib.decompressobj
-
-    class Counting:
-        def __init__(self, *args) -> None:
-            self.inner = real(*args)
-
-        def decompress(self, data: bytes, max_length: int = 0) -> bytes:
-            out = self.inner.decompress(data, max_length)
-            counts.append(len(out))
-            return out
-
-        def __getattr__(self, name: str):
-            return getattr(self.inner, name)
-
-    monkeypatch.setattr(zlib, "decompressobj", Counting)
-    return counts
+    with counting_inflation() as counts:
+        yield counts
 
 
 def test_a_member_holding_more_than_it_declares_stops_one_byte_past(tmp_path, inflated):

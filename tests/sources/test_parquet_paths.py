@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image
+from watchdogs import finishes
 
 import normstats
 from normstats.errors import NormstatsError, UnreadableInputError
@@ -60,28 +61,6 @@ def test_a_hugging_face_image_struct_with_only_a_path_is_held_inside_too(tmp_pat
     assert "resolves to" in stats.skipped[0].reason
 
 
-def _finishes(run, fifo: Path, seconds: float = 15):
-    """What ``run()`` returns or raises, from a thread: a hang fails the test (and the
-    reader waiting on ``fifo`` is let go by opening it for writing)."""
-    import threading
-
-    outcome: list = []
-
-    def target() -> None:
-        try:
-            outcome.append(run())
-        except Exception as error:  # noqa: BLE001 - the test looks at it
-            outcome.append(error)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        pytest.fail(f"still running after {seconds} s: a hang")
-    return outcome[0]
-
-
 @pytest.mark.timeout(20)
 def test_a_fifo_named_like_a_parquet_file_in_a_folder_of_them_is_skipped_unread(tmp_path):
     pixels = [np.full((4, 4, 3), v, np.uint8) for v in (10, 30)]
@@ -89,11 +68,11 @@ def test_a_fifo_named_like_a_parquet_file_in_a_folder_of_them_is_skipped_unread(
     pq.write_table(pa.table({"png": cells}), tmp_path / "a.parquet")
     fifo = tmp_path / "x.parquet"
     os.mkfifo(fifo)
-    stats = _finishes(lambda: normstats.compute(tmp_path), fifo)
+    stats = finishes(lambda: normstats.compute(tmp_path), fifo=fifo)
     assert not isinstance(stats, Exception), stats
     assert stats.images == 2 and stats.mean == (20 / 255,) * 3
     assert [(s.path, s.reason) for s in stats.skipped] == [(str(fifo), _FIFO_REASON)]
-    failed = _finishes(lambda: normstats.compute(tmp_path, on_error="fail"), fifo)
+    failed = finishes(lambda: normstats.compute(tmp_path, on_error="fail"), fifo=fifo)
     assert isinstance(failed, NormstatsError) and str(failed) == f"{fifo}: {_FIFO_REASON}"
 
 
@@ -105,16 +84,16 @@ def test_a_fifo_given_to_the_parquet_source_is_skipped_unread(tmp_path):
     fifo = tmp_path / "x.parquet"
     os.mkfifo(fifo)
     paths = [str(tmp_path / "a.parquet"), str(fifo)]
-    source = _finishes(lambda: ParquetSource(paths), fifo)
+    source = finishes(lambda: ParquetSource(paths), fifo=fifo)
     assert len(source) == 1 and [(s.path, s.reason) for s in source.skipped] == \
         [(str(fifo), _FIFO_REASON)]
-    failed = _finishes(lambda: ParquetSource(paths, fail_fast=True), fifo)
+    failed = finishes(lambda: ParquetSource(paths, fail_fast=True), fifo=fifo)
     assert isinstance(failed, NormstatsError) and str(failed) == f"{fifo}: {_FIFO_REASON}"
     # a brace range: each PATH's format is detected first, which stops at the FIFO
-    error = _finishes(lambda: normstats.compute(str(tmp_path / "{a,x}.parquet")), fifo)
+    error = finishes(lambda: normstats.compute(str(tmp_path / "{a,x}.parquet")), fifo=fifo)
     assert isinstance(error, NormstatsError) and str(error) == f"{fifo}: {_FIFO_REASON}"
-    stats = _finishes(lambda: normstats.compute(str(tmp_path / "{a,x}.parquet"),
-                                                format="parquet"), fifo)
+    stats = finishes(lambda: normstats.compute(str(tmp_path / "{a,x}.parquet"),
+                                                format="parquet"), fifo=fifo)
     assert stats.images == 1 and [s.path for s in stats.skipped] == [str(fifo)]
 
 

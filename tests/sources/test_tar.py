@@ -7,6 +7,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from watchdogs import finishes
 
 import normstats
 from normstats.errors import NormstatsError, SkipKind
@@ -200,30 +201,6 @@ def test_hard_and_symbolic_link_members_are_named_as_the_folder_walk_names_links
                           "the shard; not followed", SkipKind.REFUSED)}
 
 
-def _finishes(run, seconds: float = 15, fifo: Path | None = None):
-    """What ``run()`` returns or raises, from a thread: a hang fails the test (and a
-    reader waiting on ``fifo`` is let go by opening it for writing)."""
-    import os
-    import threading
-
-    outcome: list = []
-
-    def target() -> None:
-        try:
-            outcome.append(run())
-        except Exception as error:  # noqa: BLE001 - the test looks at it
-            outcome.append(error)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        if fifo is not None:
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        pytest.fail(f"still running after {seconds} s: a hang")
-    return outcome[0]
-
-
 _FIFO_REASON = "not a regular file (a FIFO (named pipe)); only regular files are read"
 
 
@@ -233,11 +210,11 @@ def test_a_fifo_named_like_a_shard_in_a_folder_of_shards_is_skipped_unread(tmp_p
 
     fw.write_tar(tmp_path / "a.tar", RGB[:4])
     os.mkfifo(tmp_path / "x.tar")
-    stats = _finishes(lambda: normstats.compute(tmp_path), fifo=tmp_path / "x.tar")
+    stats = finishes(lambda: normstats.compute(tmp_path), fifo=tmp_path / "x.tar")
     assert not isinstance(stats, Exception), stats
     assert stats.images == 4 and stats.mean == normstats.compute(RGB[:4]).mean
     assert {s.path: s.reason for s in stats.skipped} == {str(tmp_path / "x.tar"): _FIFO_REASON}
-    failed = _finishes(lambda: normstats.compute(tmp_path, on_error="fail"),
+    failed = finishes(lambda: normstats.compute(tmp_path, on_error="fail"),
                        fifo=tmp_path / "x.tar")
     assert isinstance(failed, NormstatsError) and str(failed) == \
         f"{tmp_path / 'x.tar'}: {_FIFO_REASON}"
@@ -253,7 +230,7 @@ def test_a_fifo_in_a_brace_range_of_shards_finishes_and_is_named(tmp_path, fmt):
     fw.write_tar(tmp_path / "s-0.tar", RGB[:4])
     os.mkfifo(tmp_path / "s-1.tar")
     fw.write_tar(tmp_path / "s-2.tar", RGB[4:])
-    stats = _finishes(lambda: normstats.compute(str(tmp_path / "s-{0..2}.tar"), format=fmt),
+    stats = finishes(lambda: normstats.compute(str(tmp_path / "s-{0..2}.tar"), format=fmt),
                       fifo=tmp_path / "s-1.tar")
     if fmt is None:
         assert isinstance(stats, NormstatsError) and \
@@ -270,7 +247,7 @@ def test_a_fifo_as_the_shard_index_is_one_line(tmp_path):
     os.mkfifo(tmp_path / "index.json")
     from normstats.sources.tar import read_shard_index
 
-    error = _finishes(lambda: read_shard_index(str(tmp_path / "index.json")),
+    error = finishes(lambda: read_shard_index(str(tmp_path / "index.json")),
                       fifo=tmp_path / "index.json")
     assert isinstance(error, NormstatsError) and \
         str(error) == f"{tmp_path / 'index.json'}: {_FIFO_REASON}"
@@ -284,8 +261,8 @@ def test_a_fifo_given_to_the_shard_source_is_skipped_unread(tmp_path):
     fw.write_tar(tmp_path / "a.tar", RGB[:4])
     os.mkfifo(tmp_path / "x.tar")
     paths = [str(tmp_path / "a.tar"), str(tmp_path / "x.tar")]
-    source = _finishes(lambda: TarSource(paths), fifo=tmp_path / "x.tar")
+    source = finishes(lambda: TarSource(paths), fifo=tmp_path / "x.tar")
     assert len(source) == 4
     assert [(s.path, s.reason) for s in source.skipped] == [(paths[1], _FIFO_REASON)]
-    failed = _finishes(lambda: TarSource(paths, fail_fast=True), fifo=tmp_path / "x.tar")
+    failed = finishes(lambda: TarSource(paths, fail_fast=True), fifo=tmp_path / "x.tar")
     assert isinstance(failed, NormstatsError) and str(failed) == f"{paths[1]}: {_FIFO_REASON}"

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from watchdogs import finishes
 
 import normstats
 from normstats.errors import NormstatsError
@@ -28,26 +29,6 @@ def _png(value: int) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(np.full((4, 4, 3), value, np.uint8)).save(buffer, format="PNG")
     return buffer.getvalue()
-
-
-def _finishes(run, seconds: float = 15):
-    """What ``run()`` returns or raises, from a thread: a hang fails the test."""
-    import threading
-
-    outcome: list = []
-
-    def target() -> None:
-        try:
-            outcome.append(run())
-        except Exception as error:  # noqa: BLE001 - the test looks at it
-            outcome.append(error)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"still running after {seconds} s: a hang")
-    return outcome[0]
 
 
 @pytest.mark.parametrize("tar_format", [tarfile.USTAR_FORMAT, tarfile.PAX_FORMAT,
@@ -126,7 +107,7 @@ def test_a_huge_base_256_size_is_named_without_allocating_or_hanging(tmp_path, n
         path.write_bytes(gzip.compress((tmp_path / "s.tar").read_bytes()))
     tracemalloc.start()
     try:
-        error = _finishes(lambda: scan_shard(str(path)))
+        error = finishes(lambda: scan_shard(str(path)))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -184,7 +165,7 @@ def _peak_of(run) -> tuple[object, int]:
     Python allocated meanwhile (the budget leaves the unguarded reads time to show it)."""
     tracemalloc.start()
     try:
-        outcome = _finishes(run, seconds=60)
+        outcome = finishes(run, seconds=60)
         return outcome, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
