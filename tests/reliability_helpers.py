@@ -13,6 +13,24 @@ import normstats
 from normstats.sources.decoding.decode import ALLOWED_FORMATS
 
 
+def lock_for_decoder(monkeypatch, name: str) -> None:
+    """Make the decoder's ``os.open`` of files ending in ``name`` fail with "Permission
+    denied", as it would for another user: the suite runs as root, where chmod 000 does not
+    stop a read. Only this process sees it (use a sync scheduler)."""
+    import os
+
+    import normstats.sources.decoding.file_read as file_read_module
+
+    real_open = os.open
+
+    def guarded_open(path, *args, **kwargs):
+        if str(path).endswith(name):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(file_read_module.os, "open", guarded_open)
+
+
 def encode(image: Image.Image, fmt: str, **options) -> bytes:
     """The bytes of ``image`` saved as ``fmt``."""
     buffer = io.BytesIO()

@@ -8,15 +8,14 @@ A failure of the moment (`SkipKind.TRANSIENT`) is tried again on the next run.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
+from reliability_helpers import lock_for_decoder
 
 import normstats
-import normstats.sources.decoding.file_read as file_read_module
 import normstats.sources.folder as folder_module
 from normstats import SkipKind, Skipped, UnreadableInputError
 
@@ -59,18 +58,10 @@ def test_a_content_failure_worded_like_a_transient_one_is_cached(png_folder, tmp
 
 
 def test_a_permission_failure_is_transient_and_never_cached(png_folder, tmp_path, monkeypatch):
-    """The suite runs as root (chmod 000 does not stop it): the decoder's open() fails as
-    it would for another user."""
+    """The decoder's open() fails as it would for another user (`lock_for_decoder`)."""
     root, images = png_folder
     Image.new("RGB", (4, 4)).save(root / "locked.png")
-    real_open = os.open
-
-    def guarded_open(path, *args, **kwargs):
-        if str(path).endswith("locked.png"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(file_read_module.os, "open", guarded_open)
+    lock_for_decoder(monkeypatch, "locked.png")
     cache = tmp_path / "cache"
     first = run(root, cache)
     assert first.skipped == (Skipped("locked.png", "permission denied", SkipKind.TRANSIENT),)

@@ -13,11 +13,11 @@ from oracle import assert_matches_oracle
 from PIL import Image
 from reliability_helpers import (
     compute_sync,
+    lock_for_decoder,
     reasons,
 )
 
 import normstats
-import normstats.sources.decoding.file_read as file_read_module
 from normstats import NormstatsError
 from normstats.sources.folder import FolderSource
 from normstats_cli import main
@@ -27,19 +27,11 @@ fw = importlib.import_module("format_writers")
 
 
 def test_permission_denied_is_skipped_with_its_reason(png_folder, monkeypatch):
-    """The suite runs as root (chmod 000 does not stop it), so the decoder's open() is made
-    to fail as it would for another user; the sync scheduler keeps the patch in-process."""
+    """The decoder's open() fails as it would for another user (`lock_for_decoder`); the
+    sync scheduler keeps the patch in-process."""
     root, images = png_folder
     Image.new("RGB", (4, 4)).save(root / "locked.png")
-
-    real_open = os.open
-
-    def guarded_open(path, *args, **kwargs):
-        if str(path).endswith("locked.png"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(file_read_module.os, "open", guarded_open)
+    lock_for_decoder(monkeypatch, "locked.png")
     stats = compute_sync(root)
     assert reasons(stats) == {"locked.png": "permission denied"}
     assert [s.kind for s in stats.skipped] == [normstats.SkipKind.TRANSIENT]
