@@ -23,8 +23,8 @@ import numpy as np
 from PIL import Image
 
 import normstats
-from normstats.engine.cache import DatasetCache
-from normstats.engine.cache_plan import plan
+from normstats.engine.cache.plan import plan
+from normstats.engine.cache.store import DatasetCache
 from normstats.sources.folder import FolderSource
 
 

@@ -149,7 +149,7 @@ def demo(out: str | None, images: int) -> None:
     import tempfile
 
     import normstats
-    from normstats.maths.text_report import printable, render_report
+    from normstats.results.text_report import printable, render_report
     from normstats_cli.demo import write_demo_dataset
     from normstats_cli.written_files import check_new_folder, write_with
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from normstats.maths.text_report import printable
+from normstats.results.text_report import printable
 
 __all__ = ["cache_group", "cache_setting"]
 
@@ -40,7 +40,7 @@ _cache_option = click.option(
 
 def cache_setting(cache_dir: str | None, no_cache: bool) -> str | bool:
     """What ``compute(cache=...)`` gets from the command line: on unless told otherwise."""
-    from normstats.engine.cache_location import cache_enabled_by_default
+    from normstats.engine.cache.location import cache_enabled_by_default
 
     if no_cache:
         return False
@@ -56,10 +56,10 @@ def cache_group() -> None:
 @_cache_option
 def list_command(cache_dir: Path | None) -> None:
     """Cached datasets: last update, images, size on disk, decode policy and root."""
-    from normstats.engine.cache import default_cache_dir
+    from normstats.engine.cache.store import default_cache_dir
 
     cache_dir = cache_dir or default_cache_dir()
-    from normstats.engine.cache_groups import find_groups
+    from normstats.engine.cache.groups import find_groups
 
     found = find_groups(cache_dir)
     # a run that produced nothing (an empty folder, a folder of unreadable files only)
@@ -106,8 +106,8 @@ def _policy(identity: dict) -> str:
 @_cache_option
 def show_command(path: str, cache_dir: Path | None) -> None:
     """Details of the cache of PATH (a dataset folder or a cache group folder)."""
-    from normstats.engine.cache import DatasetCache, default_cache_dir
-    from normstats.engine.cache_groups import find_groups
+    from normstats.engine.cache.groups import find_groups
+    from normstats.engine.cache.store import DatasetCache, default_cache_dir
 
     groups = find_groups(cache_dir or default_cache_dir(), path)
     if not groups:
@@ -138,10 +138,10 @@ def _decoders(identity: dict) -> str:
 @click.option("--yes", is_flag=True, help="Do not ask before clearing every dataset.")
 def clear_command(path: str | None, cache_dir: Path | None, yes: bool) -> None:
     """Delete the cache of PATH (a dataset or group folder), or of every dataset."""
-    from normstats.engine.cache import DatasetCache, default_cache_dir
+    from normstats.engine.cache.store import DatasetCache, default_cache_dir
 
     cache_dir = cache_dir or default_cache_dir()
-    from normstats.engine.cache_groups import find_groups
+    from normstats.engine.cache.groups import find_groups
 
     groups = find_groups(cache_dir, path)
     if path is not None and not groups:  # as `cache show`: a script learns of the typo

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from normstats.maths.exporters import FORMATS
+from normstats.results.exporters import FORMATS
 from normstats_cli.distributed import scheduler_option
 
 __all__ = ["read_flags", "run_flags", "analysis_flags", "cache_flags", "output_flags",
@@ -152,7 +152,7 @@ def render_result(stats: Any, variant: str, as_json: bool, to: str | None, bgr: 
     with what the result carries beside the constants."""
     from normstats.analyses.record_reports import render_by_folder, render_outliers
     from normstats.analyses.sampling import render_estimate
-    from normstats.maths.text_report import render_report
+    from normstats.results.text_report import render_report
 
     if as_json:
         return stats.to_json()
@@ -179,7 +179,7 @@ def render_export(stats: Any, to: str, variant: str, bgr: bool, note: str = "") 
     """
     import json
 
-    from normstats.maths.text_report import render_skipped
+    from normstats.results.text_report import render_skipped
 
     lines = render_skipped(stats)
     if lines:

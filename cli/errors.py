@@ -29,7 +29,7 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from normstats.errors import NormstatsError
-        from normstats.maths.text_report import printable
+        from normstats.results.text_report import printable
 
         try:
             return command(*args, **kwargs)

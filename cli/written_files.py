@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from normstats.maths.text_report import printable
+from normstats.results.text_report import printable
 
 __all__ = ["check_new_file", "check_new_folder", "overwrite_option", "write_with"]
 

@@ -40,11 +40,11 @@ from normstats.errors import (
 
 if TYPE_CHECKING:
     from normstats.analyses.compute import compute
-    from normstats.engine.dask_images import images
-    from normstats.engine.dask_records import ImageRecords, records, reduce, reduce_lazy
+    from normstats.engine.dask.images import images
+    from normstats.engine.dask.records import ImageRecords, records, reduce, reduce_lazy
     from normstats.maths.fused import kernel_info
     from normstats.maths.records import Skipped
-    from normstats.maths.stats import VARIANTS, DatasetStats
+    from normstats.results.stats import VARIANTS, DatasetStats
     from normstats.sources.options import ReadOptions
 
 __version__ = "0.1.0"
@@ -53,13 +53,13 @@ __version__ = "0.1.0"
 _LAZY = {
     "compute": "normstats.analyses.compute",
     "ReadOptions": "normstats.sources.options",
-    "images": "normstats.engine.dask_images",
-    "records": "normstats.engine.dask_records",
-    "reduce": "normstats.engine.dask_records",
-    "reduce_lazy": "normstats.engine.dask_records",
-    "ImageRecords": "normstats.engine.dask_records",
-    "DatasetStats": "normstats.maths.stats",
-    "VARIANTS": "normstats.maths.stats",
+    "images": "normstats.engine.dask.images",
+    "records": "normstats.engine.dask.records",
+    "reduce": "normstats.engine.dask.records",
+    "reduce_lazy": "normstats.engine.dask.records",
+    "ImageRecords": "normstats.engine.dask.records",
+    "DatasetStats": "normstats.results.stats",
+    "VARIANTS": "normstats.results.stats",
     "Skipped": "normstats.maths.records",
     "kernel_info": "normstats.maths.fused",
 }

@@ -24,7 +24,7 @@ from normstats.maths.exact import FIXED_BITS, fixed_sum, int64_sum
 from normstats.maths.histogram import Histogram
 from normstats.maths.moments import FloatMoments
 from normstats.maths.records import IntegerRecords, Records
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 
 __all__ = ["Compared", "comparison_rows", "render_comparison", "comparison_json",
            "BetweenShare", "between_image_share", "per_image_stds", "difference_rows",

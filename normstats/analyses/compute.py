@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Unpack
 
 from normstats.errors import InvalidOptionError
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 from normstats.sources.base import TaskResult
 from normstats.sources.options import ReadArguments, ReadOptions, read_options
 

@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from normstats.errors import InvalidOptionError
-from normstats.maths.findings import Outlier, OutlierReport
 from normstats.maths.records import IntegerRecords, Records, Skipped, concat_records
-from normstats.maths.stats import DatasetStats, default_scale
+from normstats.maths.scale import default_scale
 from normstats.maths.summary import summarize
-from normstats.maths.text_report import printable
+from normstats.results.findings import Outlier, OutlierReport
+from normstats.results.stats import DatasetStats
+from normstats.results.text_report import printable
 
 __all__ = ["folder_of", "by_folder", "find_outliers", "outlier_report", "grayscale_check_off",
            "with_record_reports", "OUTLIER_Z", "RecordCollector", "render_by_folder",

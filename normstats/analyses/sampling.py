@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from normstats.errors import InvalidOptionError
-from normstats.maths.findings import Estimate
 from normstats.maths.records import IntegerRecords, Records
-from normstats.maths.stats import DatasetStats
 from normstats.maths.summary import summarize
+from normstats.results.findings import Estimate
+from normstats.results.stats import DatasetStats
 
 __all__ = ["estimate_from_records", "choose_images", "parse_seed", "t_quantile",
            "INTERVAL_FIELDS", "render_estimate"]

@@ -2,7 +2,7 @@
 
 `sample_estimate` draws a uniform random subset of a dataset's images (seeded
 `numpy.random.Generator`), reads only those, and returns their statistics carrying an
-`normstats.maths.findings.Estimate` (``stats.estimate``). With
+`normstats.results.findings.Estimate` (``stats.estimate``). With
 ``precision`` it doubles the sample until every 95% half-width is below it (or the
 whole dataset has been read, when the estimate is exact and the half-widths are 0).
 Samples are nested: a larger sample extends the previous one, so no image is read twice.
@@ -21,7 +21,7 @@ from normstats.analyses.sampling import estimate_from_records, parse_seed
 from normstats.engine.pipeline import run
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.records import Records, Skipped, concat_records
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 from normstats.sources.arrays import ArraySource, ArrayTask
 from normstats.sources.base import TaskResult, default_task_size, split_evenly
 from normstats.sources.folder import FolderSource

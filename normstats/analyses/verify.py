@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from normstats.analyses.manifests import Manifest, Reference
-from normstats.maths.stats import DatasetStats, default_scale
-from normstats.maths.text_report import render_skipped
+from normstats.maths.scale import default_scale
+from normstats.results.stats import DatasetStats
+from normstats.results.text_report import render_skipped
 
 __all__ = ["NumberCheck", "ReferenceCheck", "Verification", "check_reference", "verify_stats",
            "render_verification", "MATCHABLE"]

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from normstats.engine.source_run import run_source
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 from normstats.sources import open_source
 from normstats.sources.arrays import ArraySource, detect_layout
 from normstats.sources.base import TaskResult
@@ -56,13 +56,13 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
     layout, scale, channels = options.layout, options.scale, options.channels
     allow_missing_chunks = options.allow_missing_chunks
     if allow_missing_chunks:
-        from normstats.engine.dask_images import allowing_missing_chunks
+        from normstats.engine.dask.images import allowing_missing_chunks
 
         data = allowing_missing_chunks(data, layout, channels)
     if any(type(x).__module__.startswith("dask") for x in (data, getattr(data, "data", None))):
-        from normstats.engine.dask_images import untouched_source
-        from normstats.engine.dask_lazy import compute_dask_array
-        from normstats.engine.dask_reduce import is_dask_array
+        from normstats.engine.dask.images import untouched_source
+        from normstats.engine.dask.lazy import compute_dask_array
+        from normstats.engine.dask.reduce import is_dask_array
 
         if is_dask_array(getattr(data, "data", None)) and hasattr(data, "dims"):
             data = data.data  # an xarray DataArray backed by Dask

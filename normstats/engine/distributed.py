@@ -36,7 +36,7 @@ from normstats.engine.progress import TASK_PREFIX, ProgressBar
 from normstats.errors import NormstatsError, SkipKind
 from normstats.maths.records import Skipped
 from normstats.maths.summary import Summary, summarize
-from normstats.maths.text_report import printable
+from normstats.results.text_report import printable
 from normstats.sources.base import Task, TaskResult
 
 __all__ = ["run_on_cluster", "run_distributed", "StageTimes", "CRASH_REASON"]

@@ -16,7 +16,7 @@ from typing import Any
 from normstats.errors import InvalidOptionError
 from normstats.maths.histogram import ROBUST_RANGE, Histogram
 from normstats.maths.records import records_from_stack
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 from normstats.sources.arrays import ArrayTask, as_nhwc, open_array
 from normstats.sources.base import TaskResult
 from normstats.sources.folder import FolderTask, records_of_images

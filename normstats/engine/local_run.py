@@ -7,7 +7,7 @@ merged as they finish, in task order (the merge is exact in any order; task orde
 the skipped files and the example named by an error the same from run to run). Over the
 same fork pool and tasks, Dask's local scheduler cost a folder of 20,000 small PNGs 18%
 more than submitting them directly, and importing Dask ~70 ms of every run; Dask stays the
-engine of Dask arrays and clusters (`normstats.engine.dask_reduce`,
+engine of Dask arrays and clusters (`normstats.engine.dask.reduce`,
 `normstats.engine.distributed`).
 
 A worker of the local process pool that dies (a decoder crash, the kernel's

@@ -25,7 +25,7 @@ from normstats.sources.base import Source, TaskResult
 from normstats.sources.iterable import IterableSource
 
 if TYPE_CHECKING:
-    from normstats.engine.cache_verify import CacheCheck
+    from normstats.engine.cache.verify import CacheCheck
 
 __all__ = ["run", "RunOutcome", "default_workers", "is_small", "SMALL_RUN_BYTES"]
 

@@ -1,6 +1,6 @@
 """Running a source: straight through the pipeline, or through the record cache.
 
-Only a folder with a cache asked for goes through the cache (`normstats.engine.cache_run`,
+Only a folder with a cache asked for goes through the cache (`normstats.engine.cache.run`,
 imported then): a run without one loads none of the cache's modules.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from normstats.engine.cache_location import resolve_cache_dir
+from normstats.engine.cache.location import resolve_cache_dir
 from normstats.engine.pipeline import RunOutcome, run
 from normstats.sources.folder import FolderSource
 
@@ -21,7 +21,7 @@ def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
     """Run ``source`` through the pipeline, through the cache when it is a folder.
 
     ``options`` are those of `normstats.engine.pipeline.run` (and ``verify_cache`` of
-    `normstats.engine.cache_run.run_cached`). Sources other than folders are never cached
+    `normstats.engine.cache.run.run_cached`). Sources other than folders are never cached
     (arrays are already records away from their statistics).
 
     Examples
@@ -35,6 +35,6 @@ def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
     if cache_dir is None:
         options.pop("verify_cache", None)  # nothing cached, nothing to verify
         return RunOutcome(run(source, **options))
-    from normstats.engine.cache_run import run_cached
+    from normstats.engine.cache.run import run_cached
 
     return run_cached(source, cache_dir, **options)

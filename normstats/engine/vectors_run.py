@@ -8,8 +8,8 @@ how the array is chunked (a zarr or Dask array gives what the numpy array gives)
 from __future__ import annotations
 
 from normstats.errors import EmptyDatasetError
-from normstats.maths.stats import DatasetStats
 from normstats.maths.vectors import VectorSummary, summarize_vectors
+from normstats.results.stats import DatasetStats
 from normstats.sources.arrays import ArraySource
 from normstats.sources.zarr_chunks import read_rows
 

@@ -38,7 +38,7 @@ from normstats.sources.image_files import ImageFilesSource
 from normstats.sources.npz import open_npz
 from normstats.sources.parquet import PARQUET_EXTENSIONS, ParquetSource
 from normstats.sources.path_patterns import split_member
-from normstats.sources.tar import TarSource, read_shard_index
+from normstats.sources.tar.reader import TarSource, read_shard_index
 
 __all__ = ["FORMATS", "FILE_FORMATS", "detect_format", "open_format"]
 

@@ -172,7 +172,7 @@ def shard_folder(path: str, options: ReadOptions) -> Source | None:
     True
     """
     from normstats.sources.parquet import PARQUET_EXTENSIONS, ParquetSource
-    from normstats.sources.tar import TarSource
+    from normstats.sources.tar.reader import TarSource
 
     tars, parquets = [], []
     for folder, subfolders, names in os.walk(path):
@@ -212,7 +212,7 @@ def _open_paths(given: list[str | os.PathLike], options: ReadOptions) -> Source:
     from normstats.sources.concat import ConcatSource
     from normstats.sources.image_files import ImageFilesSource
     from normstats.sources.parquet import ParquetSource
-    from normstats.sources.tar import TarSource
+    from normstats.sources.tar.reader import TarSource
 
     paths = _union(expand_paths(given))
     if len(paths) == 1:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, TypedDict
 
 from normstats.errors import InvalidOptionError
-from normstats.maths.stats import parse_scale
+from normstats.maths.scale import parse_scale
 from normstats.sources.arrays import parse_layout
 from normstats.sources.decoding.policy import (
     DEFAULT_MAX_PIXELS,

@@ -16,7 +16,7 @@ from PIL import Image
 import normstats
 from normstats.analyses.sampling import choose_images
 from normstats.errors import InvalidOptionError
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 from normstats_cli import main
 
 

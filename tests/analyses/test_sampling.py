@@ -17,8 +17,8 @@ from normstats.analyses.sampling import (
 from normstats.analyses.sampling_run import sample_estimate
 from normstats.errors import InvalidOptionError
 from normstats.maths.records import concat_records, records_from_stack
-from normstats.maths.stats import DatasetStats
 from normstats.maths.summary import summarize
+from normstats.results.stats import DatasetStats
 from normstats.sources import open_source
 
 POPULATION = 2000

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import normstats
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 from normstats_cli import main
 
 

@@ -1,4 +1,4 @@
-"""Fuzz target: a record cache segment read back (`normstats.engine.cache_segment.read_segment`).
+"""Fuzz target: a record cache segment read back (`normstats.engine.cache.segment.read_segment`).
 
 A segment is a completion marker (JSON) and a zarr group of arrays, each a ``zarr.json``
 and one compressed chunk. Hypothesis damages one of them: a field of the marker or of an
@@ -22,8 +22,8 @@ from fuzz.fuzzing import fuzz_settings, regression_inputs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from normstats.engine.cache import DatasetCache
-from normstats.engine.cache_segment import DamagedFile, read_segment
+from normstats.engine.cache.segment import DamagedFile, read_segment
+from normstats.engine.cache.store import DatasetCache
 from normstats.maths.records import records_from_stack
 from normstats.sources.decoding.policy import DecodePolicy
 

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from normstats.errors import NormstatsError
 from normstats.sources import tar_headers
 from normstats.sources.decoding.file_read import open_regular
-from normstats.sources.tar import scan_shard
+from normstats.sources.tar.reader import scan_shard
 
 FORMATS = (tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT)
 #: Header fields worth hitting: name, mode, uid, size, mtime, checksum, type, link name,

@@ -15,7 +15,7 @@ import pytest
 import normstats
 from normstats.errors import SkipKind
 from normstats.maths.records import Skipped
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 
 
 @pytest.mark.parametrize("kind", list(SkipKind), ids=str)

@@ -1,7 +1,7 @@
 """Mutation testing of normstats' pure packages with mutmut (docs/testing.md, "Mutation
 testing")::
 
-    nice -n 15 python tests/mutation/run.py                   # maths, sources/decoding, analyses
+    nice -n 15 python tests/mutation/run.py          # maths, results, sources/decoding, analyses
     nice -n 15 python tests/mutation/run.py maths             # one package
     nice -n 15 python tests/mutation/run.py maths --rerun-survivors   # after adding tests
 
@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # of every function they reach (the suite and docs/testing.md's "Fuzzing" still run it).
 PACKAGES = {
     "maths": ["tests/maths"],
+    "results": ["tests/results"],
     "sources/decoding": ["tests/sources/decoding",
                          "--ignore=tests/sources/decoding/test_fuzz_decode.py"],
     "analyses": ["tests/analyses"],

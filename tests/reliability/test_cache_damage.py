@@ -27,7 +27,7 @@ from oracle import assert_matches_oracle, exact_stats
 from PIL import Image
 
 import normstats
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 
 
 def _folder(root: Path, rng: np.random.Generator, count: int = 6) -> list[np.ndarray]:

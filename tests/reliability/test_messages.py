@@ -154,7 +154,7 @@ def test_a_folder_manifest_does_not_follow_links_out_of_its_root(tmp_path, rng):
                    f"{os.path.realpath(outside / 'secret.png')}); not followed",
         "b": f"a link out of the dataset root {real} (to {os.path.realpath(outside)}); "
              "not followed"}
-    from normstats.maths.stats import DatasetStats
+    from normstats.results.stats import DatasetStats
 
     assert_matches_oracle(DatasetStats.from_dict(stats), images, 255)
 
@@ -207,7 +207,7 @@ def test_pillows_bare_warnings_and_log_lines_never_reach_stderr(tmp_path, schedu
     assert run.stderr == ""  # no "UserWarning: Palette images ...", no "More samples ..."
     import json
 
-    from normstats.maths.stats import DatasetStats
+    from normstats.results.stats import DatasetStats
 
     stats = DatasetStats.from_dict(json.loads(run.stdout))
     assert_matches_oracle(stats, [expected], 255)

@@ -18,7 +18,7 @@ import zarr
 
 import normstats
 from normstats.engine.pipeline import run
-from normstats.maths.stats import DatasetStats
+from normstats.results.stats import DatasetStats
 from normstats.sources import open_source
 
 fw = importlib.import_module("format_writers")

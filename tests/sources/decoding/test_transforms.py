@@ -87,7 +87,7 @@ def test_arrays_refuse_resize():
 
 
 def test_cache_identity_includes_transforms(tmp_path):
-    from normstats.engine.cache import group_identity
+    from normstats.engine.cache.store import group_identity
 
     plain = group_identity(str(tmp_path), DecodePolicy())
     resized = group_identity(str(tmp_path), DecodePolicy(resize=8))

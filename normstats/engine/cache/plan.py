@@ -1,0 +1,192 @@
+"""Deciding what the cache can answer: a pure function, no I/O (pooch's "decide, then act").
+
+`plan` takes the files a folder walk listed now and the index of the committed cache
+segments (their file keys and recorded failures) and says, file by file, which
+committed record to reuse and which files to decode. A record is reused only when its
+key matches the file exactly: same relative path, same size, same ``mtime_ns``, same
+stamp (the inode and status-change time folded together: `change_stamp`).
+Everything about reading or writing the store lives in `normstats.engine.cache.store`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from normstats.errors import SkipKind
+from normstats.maths.records import Skipped
+from normstats.sources.file_list import FileEntry, FileList
+
+__all__ = ["CachedFailure", "SegmentIndex", "CachePlan", "plan", "is_cacheable_failure",
+           "needs_compaction"]
+
+@dataclass(frozen=True)
+class CachedFailure:
+    """A file that could not be decoded under the group's policy, keyed like a record."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    reason: str
+    stamp: int = 0
+    kind: SkipKind = SkipKind.UNREADABLE
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return self.size, self.mtime_ns, self.stamp
+
+    def skipped(self) -> Skipped:
+        return Skipped(self.path, self.reason, self.kind)
+
+
+@dataclass(frozen=True, eq=False)
+class SegmentIndex:
+    """The file keys of one committed segment: one row per record, plus its failures.
+
+    Attributes
+    ----------
+    name : str
+        Segment name; names sort in the order the segments were written.
+    paths : tuple of str
+        Relative path of each record row.
+    sizes, mtimes : numpy.ndarray
+        int64 size and ``mtime_ns`` of each record row.
+    failures : tuple of CachedFailure
+        Files the segment's run could not decode.
+    stamps : numpy.ndarray, optional
+        int64 `change_stamp` of each record row (zeros when not given).
+    """
+
+    name: str
+    paths: tuple[str, ...]
+    sizes: np.ndarray
+    mtimes: np.ndarray
+    failures: tuple[CachedFailure, ...] = ()
+    stamps: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.stamps is None:
+            object.__setattr__(self, "stamps", np.zeros(len(self.paths), np.int64))
+
+    @property
+    def entries(self) -> int:
+        return len(self.paths) + len(self.failures)
+
+
+@dataclass(frozen=True, eq=False)
+class CachePlan:
+    """What to reuse and what to decode.
+
+    Attributes
+    ----------
+    reuse : tuple of (str, numpy.ndarray)
+        Per segment name, the sorted row indices whose records are reused.
+    failures : tuple of CachedFailure
+        Recorded failures that still apply (same size, mtime and stamp).
+    compute : FileList
+        Files to decode, in walk order.
+    stale : int
+        Committed rows and failures that nothing reuses (changed, deleted or duplicate).
+    """
+
+    reuse: tuple[tuple[str, np.ndarray], ...] = ()
+    failures: tuple[CachedFailure, ...] = ()
+    compute: FileList = field(default_factory=lambda: FileList.of(()))
+    stale: int = 0
+    segments_used: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def cached(self) -> int:
+        """Files answered by the cache (records and recorded failures)."""
+        return sum(len(rows) for _, rows in self.reuse) + len(self.failures)
+
+
+def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex],
+         distrust: frozenset[str] = frozenset()) -> CachePlan:
+    """Match the files listed now against the committed segments.
+
+    The newest segment wins when several hold a matching key (they hold the same
+    record, since a file with the same key decodes the same way). Paths in
+    ``distrust`` are decoded whatever the cache holds (``--verify-cache``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> seg = SegmentIndex("s1", ("a.png", "b.png"), np.array([10, 20]), np.array([1, 2]))
+    >>> p = plan([FileEntry("a.png", 10, 1), FileEntry("b.png", 21, 3),
+    ...           FileEntry("c.png", 5, 5)], [seg])
+    >>> [f.path for f in p.compute], p.cached, p.stale
+    (['b.png', 'c.png'], 1, 1)
+    """
+    files = FileList.of(files)
+    paths = files.paths()
+    keys = zip(files.sizes.tolist(), files.mtimes.tolist(), files.stamps.tolist())
+    wanted = dict(zip(paths, keys))
+    for path in distrust:
+        wanted.pop(path, None)
+    taken: set[str] = set()
+    reuse: list[tuple[str, np.ndarray]] = []
+    failures: list[CachedFailure] = []
+    for segment in sorted(segments, key=lambda s: s.name, reverse=True):
+        rows = _matching_rows(segment, wanted, taken)
+        if rows:
+            reuse.append((segment.name, np.asarray(rows, dtype=np.int64)))
+        for failure in segment.failures:
+            if failure.path not in taken and \
+                    wanted.get(failure.path) == failure.key:
+                taken.add(failure.path)
+                failures.append(failure)
+    compute = files.take([row for row, path in enumerate(paths) if path not in taken])
+    stale = sum(s.entries for s in segments) - len(taken)
+    used = frozenset(name for name, _ in reuse) | _failure_segments(segments, failures)
+    return CachePlan(tuple(sorted(reuse, key=lambda r: r[0])),
+                     tuple(sorted(failures, key=lambda f: f.path)), compute, stale, used)
+
+
+def _matching_rows(segment: SegmentIndex, wanted: dict[str, tuple[int, int, int]],
+                   taken: set[str]) -> list[int]:
+    rows = []
+    keys = zip(segment.sizes.tolist(), segment.mtimes.tolist(), segment.stamps.tolist())
+    for row, (path, key) in enumerate(zip(segment.paths, keys)):
+        if path not in taken and wanted.get(path) == key:
+            taken.add(path)
+            rows.append(row)
+    return rows
+
+
+def _failure_segments(segments: Sequence[SegmentIndex],
+                      failures: list[CachedFailure]) -> frozenset[str]:
+    chosen = {id(f) for f in failures}
+    return frozenset(s.name for s in segments if any(id(f) in chosen for f in s.failures))
+
+
+def is_cacheable_failure(kind: SkipKind) -> bool:
+    """Whether a decode failure of this kind depends only on the file (so it may be cached).
+
+    Decided by the kind, never by the wording: a damaged file whose reason happens to
+    begin "permission denied" is still a verdict on its bytes.
+
+    Examples
+    --------
+    >>> is_cacheable_failure(SkipKind.UNREADABLE), is_cacheable_failure(SkipKind.REFUSED)
+    (True, True)
+    >>> is_cacheable_failure(SkipKind.TRANSIENT), is_cacheable_failure(SkipKind.DUPLICATE)
+    (False, False)
+    """
+    return kind in (SkipKind.UNREADABLE, SkipKind.REFUSED)
+
+
+def needs_compaction(live_segments: int, stale: int, junk: int) -> bool:
+    """Whether the group should be rewritten as one segment after a run.
+
+    A clean group is exactly one committed segment, every entry of which is reused,
+    with no uncommitted or damaged files beside it.
+
+    Examples
+    --------
+    >>> needs_compaction(1, 0, 0), needs_compaction(3, 0, 0), needs_compaction(1, 2, 0)
+    (False, True, True)
+    """
+    return live_segments > 1 or stale > 0 or junk > 0

@@ -1,0 +1,272 @@
+"""One segment of the record cache on disk: its arrays, its marker, and reading it back.
+
+A segment is a zarr group holding one array per record field (one chunk each) and a
+completion marker whose SHA-256 digest covers the marker's fields and every array's
+name, dtype, shape and bytes (see ``docs/cache.md``): a segment counts only when the
+arrays read back hash to it, so a half-written, truncated or deleted file is never read
+as fill values.
+
+The cache is a folder like any other, and what happens to folders happens to it: a
+chunk replaced by a link to ``/dev/zero`` would be read until memory runs out (the
+process was killed at 23 GB), a FIFO would block the run forever, a chunk overwritten by
+some large file would be read whole before zarr found it wrong. So before zarr opens a
+segment, `check_segment_files` reads each array's ``zarr.json`` itself (bounded), checks
+that it describes the array the marker promises (its shape follows from the marker's row
+and channel counts), and checks every other file of the array: a regular file, no larger
+than its data could compress to. Anything else is `DamagedFile`, naming the file. Cost: a
+few ``stat`` calls and small reads per segment (a clean cache has one segment). Records
+that pass the digest but that no image could have produced (rewritten with a digest to
+match) are left out too (`normstats.maths.records.impossible_rows`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from normstats.engine.cache.plan import CachedFailure, SegmentIndex
+from normstats.errors import SkipKind
+from normstats.maths.records import FloatRecords, IntegerRecords, Records, impossible_rows
+from normstats.sources.decoding.file_read import not_regular_reason, read_whole_file
+
+__all__ = ["FORMAT", "LoadedSegment", "DamagedFile", "segment_arrays", "segment_marker",
+           "read_segment", "read_cache_json", "check_segment_files", "METADATA_LIMIT",
+           "MARKER_LIMIT"]
+
+#: 2: files keyed on their stamp too (inode and ctime), groups on every decoder's version.
+#: 3: each cached failure carries its kind (a `SkipKind`) after its reason.
+FORMAT = 3
+
+_FIELDS = {"IntegerRecords": ("pixels", "minimum", "maximum", "sums", "sums_sq"),
+           "FloatRecords": ("pixels", "minimum", "maximum", "means", "residuals", "m2s")}
+_KINDS = {"IntegerRecords": IntegerRecords, "FloatRecords": FloatRecords}
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedSegment:
+    """A committed, verified segment: its index for planning and its records.
+
+    ``rejected`` names the files whose records no image could have produced
+    (`normstats.maths.records.impossible_rows`): left out of the index, so decoded again.
+    """
+
+    index: SegmentIndex
+    records: Records | None
+    rejected: tuple[str, ...] = ()
+
+def segment_arrays(records: Records | None, sizes: np.ndarray, mtimes: np.ndarray,
+                   stamps: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of one segment, by name (none for no records)."""
+    if records is None or len(records) == 0:
+        return {}
+    blob = "\0".join(records.keys).encode("utf-8", "surrogatepass")
+    arrays = {"path_bytes": np.frombuffer(blob, dtype=np.uint8),
+              "size": np.asarray(sizes, np.int64), "mtime_ns": np.asarray(mtimes, np.int64),
+              "stamp": np.asarray(stamps, np.int64)}
+    for field in _FIELDS[type(records).__name__]:
+        arrays[field] = np.ascontiguousarray(getattr(records, field))
+    return arrays
+
+
+def _digest(header: dict, arrays: dict[str, np.ndarray]) -> str:
+    digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    for field in sorted(arrays):
+        values = np.ascontiguousarray(arrays[field])
+        digest.update(f"{field}:{values.dtype.str}:{values.shape}".encode())
+        digest.update(values.tobytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def segment_marker(name: str, records: Records | None, arrays: dict[str, np.ndarray],
+                   failures: tuple[CachedFailure, ...]) -> dict:
+    """The completion marker of a segment: its header and the digest of its arrays."""
+    header = {"format": FORMAT, "segment": name, "rows": 0 if records is None else len(records)}
+    if records is not None:
+        header.update(kind=type(records).__name__, dtype=records.dtype,
+                      channels=list(records.channel_names))
+    header["failures"] = [[f.path, f.size, f.mtime_ns, f.stamp, f.reason, f.kind.value]
+                          for f in failures]
+    return {**header, "digest": _digest(header, arrays)}
+
+
+def read_segment(segments_dir: Path, marker_path: Path) -> LoadedSegment | None:
+    """The verified segment a marker names, or None for anything damaged or foreign.
+
+    Raises `DamagedFile` (saying what is decoded again) for a file no crash leaves behind.
+    """
+    if not marker_path.name.endswith(".json") or marker_path.name.startswith("."):
+        return None
+    rows = "the"
+    try:
+        marker = read_cache_json(marker_path, MARKER_LIMIT)
+        digest = marker.pop("digest")
+        if marker["format"] != FORMAT or marker["segment"] != marker_path.name[:-5]:
+            return None
+        rows = f"the {int(marker['rows']):,}"
+        arrays = _read_arrays(segments_dir / marker["segment"], marker)
+        if _digest(marker, arrays) != digest:
+            return None
+        return _loaded(marker, arrays)
+    except DamagedFile as damage:
+        raise DamagedFile(damage.path, f"{damage.reason}; {rows} file(s) of its segment are "
+                          "decoded again") from None
+    except Exception:  # noqa: BLE001 - any damage means "not committed": decode again
+        return None
+
+
+def _read_arrays(folder: Path, marker: dict) -> dict[str, np.ndarray]:
+    if marker["rows"] == 0:
+        return {}
+    names = ("path_bytes", "size", "mtime_ns", "stamp", *_FIELDS[marker["kind"]])
+    check_segment_files(folder, names, int(marker["rows"]), len(marker["channels"]))
+    import zarr
+
+    # Each array opened by its own (checked) metadata, not through the group's zarr.json.
+    return {name: np.asarray(zarr.open_array(folder / name, mode="r", zarr_format=3)[...])
+            for name in names}
+
+
+def _loaded(marker: dict, arrays: dict[str, np.ndarray]) -> LoadedSegment:
+    failures = tuple(CachedFailure(str(p), int(s), int(m), str(r), int(stamp), SkipKind(k))
+                     for p, s, m, stamp, r, k in marker["failures"])
+    if not arrays:
+        empty = np.zeros(0, np.int64)
+        return LoadedSegment(SegmentIndex(marker["segment"], (), empty, empty, failures), None)
+    paths = tuple(arrays["path_bytes"].tobytes().decode("utf-8", "surrogatepass").split("\0"))
+    if len(paths) != marker["rows"]:
+        raise ValueError("path count does not match the marker")
+    fields = {f: arrays[f] for f in _FIELDS[marker["kind"]]}
+    records = _KINDS[marker["kind"]](dtype=marker["dtype"], channel_names=tuple(
+        marker["channels"]), keys=paths, **fields)
+    keep = ~impossible_rows(records)
+    rejected = tuple(p for p, kept in zip(paths, keep.tolist()) if not kept)
+    if rejected:
+        records = records.take(keep)
+        paths = tuple(p for p, kept in zip(paths, keep.tolist()) if kept)
+    index = SegmentIndex(marker["segment"], paths, arrays["size"][keep],
+                         arrays["mtime_ns"][keep], failures, arrays["stamp"][keep])
+    return LoadedSegment(index, records, rejected)
+
+
+#: Largest ``zarr.json``, group marker or lock file read (normstats writes < 1 KB).
+METADATA_LIMIT = 1 << 20
+#: Largest completion marker read: its failures list grows with the broken files cached
+#: (~200 bytes each), so this is about a million of them.
+MARKER_LIMIT = 256 << 20
+#: Bytes of one relative path in ``path_bytes``: PATH_MAX, each byte up to three in UTF-8
+#: with surrogatepass, and the separator.
+_PATH_BYTES_PER_ROW = 3 * 4096 + 1
+#: Per-row arrays; the others are (rows, channels), and ``path_bytes`` is one flat blob.
+_PER_ROW = frozenset({"size", "mtime_ns", "stamp", "pixels"})
+_DTYPES = {"path_bytes": "uint8", "size": "int64", "mtime_ns": "int64", "stamp": "int64",
+           "pixels": "int64", "minimum": "float64", "maximum": "float64", "sums": "int64",
+           "sums_sq": "int64", "means": "float64", "residuals": "float64", "m2s": "float64"}
+
+
+class DamagedFile(ValueError):
+    """A cache file that is not what normstats wrote; ``str()`` names it and says why."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = Path(path), reason
+
+
+def read_cache_json(path: Path, limit: int = METADATA_LIMIT) -> Any:
+    """The JSON in one of the cache's own files, read only if it is a regular file of at
+    most ``limit`` bytes.
+
+    Raises
+    ------
+    DamagedFile
+        Not a regular file, over ``limit``, or not JSON.
+    OSError
+        Missing or unreadable (a file deleted by a concurrent compaction is not damage).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "zarr.json").write_text('{"zarr_format": 3}')
+    >>> read_cache_json(folder / "zarr.json")
+    {'zarr_format': 3}
+    >>> os.mkfifo(folder / "marker.json")
+    >>> read_cache_json(folder / "marker.json")
+    Traceback (most recent call last):
+    ...
+    normstats.engine.cache.segment.DamagedFile: ...marker.json: not a regular file (a FIFO ...
+    """
+    _check_file(path, limit)
+    try:
+        data = read_whole_file(os.fspath(path), limit=limit)
+        return json.loads(data)
+    except ValueError as error:
+        raise DamagedFile(path, f"not valid JSON ({error})") from None
+
+
+def check_segment_files(folder: Path, names: Sequence[str], rows: int, channels: int) -> None:
+    """Raise `DamagedFile` unless every file zarr may read for arrays ``names`` of the
+    segment ``folder`` is a regular file within the size the marker implies.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> check_segment_files(Path(tempfile.mkdtemp()), ["size"], 3, 1)
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: ...
+    """
+    for name in names:
+        array = folder / name
+        limit = _array_bytes(array, read_cache_json(array / "zarr.json"), name, rows, channels)
+        total = 0
+        for path in _files_under(array):
+            total += _check_file(path, limit - total)
+
+
+def _array_bytes(array: Path, meta: Any, name: str, rows: int, channels: int) -> int:
+    """The most bytes the chunks of a (checked) array's metadata can take on disk."""
+    shape = meta.get("shape") if isinstance(meta, dict) else None
+    if name == "path_bytes":
+        fits = isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) \
+            and 0 < shape[0] <= rows * _PATH_BYTES_PER_ROW
+    else:
+        fits = shape == ([rows] if name in _PER_ROW else [rows, channels])
+    if not fits or meta.get("data_type") != _DTYPES.get(name):
+        raise DamagedFile(array / "zarr.json", f"describes a {meta.get('data_type')} array "
+                          f"of shape {shape}, not the one its segment's marker promises")
+    raw = math.prod(shape) * (1 if name == "path_bytes" else 8)
+    return raw + raw // 64 + (64 << 10)  # any compressor's worst case, and headers
+
+
+def _files_under(array: Path) -> Iterator[Path]:
+    """Every file below an array's folder but its ``zarr.json``, links not followed."""
+    folders = [array]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(Path(entry.path))
+                elif Path(entry.path) != array / "zarr.json":
+                    yield Path(entry.path)
+
+
+def _check_file(path: Path, limit: int) -> int:
+    """The size of ``path`` if it is (or links to) a regular file within ``limit``."""
+    info = os.stat(path)
+    reason = not_regular_reason(info.st_mode)
+    if reason is None and info.st_size > limit:
+        reason = f"{info.st_size:,} bytes where at most {max(limit, 0):,} can be valid"
+    if reason is not None:
+        if os.path.islink(path) and not stat.S_ISREG(info.st_mode):
+            reason = f"a link to {os.path.realpath(path)}: {reason}"
+        raise DamagedFile(path, reason)
+    return info.st_size

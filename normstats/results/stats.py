@@ -1,0 +1,267 @@
+"""`DatasetStats`: every normalization constant of a dataset, and what it means.
+
+Built from a `normstats.maths.summary.Summary`, it holds the per-channel mean, the pooled
+std (the correct dataset constant), the averaged per-image std in both ddofs (what
+many published constants really are), the root-mean-square per-image std, min and
+max, all in the reported scale, together with what was computed: image and pixel
+counts, dtype, scale, decode mode and the inputs that were skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+from typing import Any
+
+from normstats.errors import EmptyDatasetError, InvalidOptionError
+from normstats.maths.exact import FIXED_BITS
+from normstats.maths.records import Skipped
+from normstats.maths.scale import default_scale, parse_scale
+from normstats.maths.summary import Summary
+from normstats.maths.variants import VARIANTS
+from normstats.maths.vectors import VectorSummary
+from normstats.results.findings import Estimate, OutlierReport
+
+__all__ = ["DatasetStats", "VARIANTS"]
+
+#: The std variants a user can choose for normalization, and what each one is.
+
+_PER_CHANNEL = ("mean", "std", "std_ddof1", "per_image_std", "per_image_std_ddof1",
+                "rms_per_image_std", "min", "max")
+
+
+
+@dataclass(frozen=True)
+class DatasetStats:
+    """Per-channel normalization constants of a dataset, in every common variant.
+
+    Per-channel fields are tuples of floats in the reported scale (pixel value / `scale`).
+    Per-image fields are None for vector data, and `per_image_std_ddof1` is None when no
+    image has two pixels.
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> images = np.stack([np.zeros((4, 4, 1), np.uint8), np.full((4, 4, 1), 255, np.uint8)])
+    >>> s = normstats.compute(images)
+    >>> s.mean, s.std, s.per_image_std
+    ((0.5,), (0.5,), (0.0,))
+    """
+
+    channels: tuple[str, ...]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    std_ddof1: tuple[float, ...] | None
+    per_image_std: tuple[float, ...] | None
+    per_image_std_ddof1: tuple[float, ...] | None
+    rms_per_image_std: tuple[float, ...] | None
+    min: tuple[float, ...]
+    max: tuple[float, ...]
+    images: int
+    pixels_per_channel: int
+    dtype: str
+    scale: float
+    mode: str = "array"
+    kind: str = "images"
+    source: str = ""
+    skipped: tuple[Skipped, ...] = field(default_factory=tuple)
+    #: Values used per feature of vector data, where NaN leaves some out (None for images).
+    counts: tuple[int, ...] | None = None
+    #: Image files answered by the record cache / decoded in this run (see docs/cache.md);
+    #: both 0 when no cache was used. How a result was obtained, not what it is: left
+    #: out of ``==``.
+    images_cached: int = field(default=0, compare=False)
+    images_decoded: int = field(default=0, compare=False)
+    #: Cached files decoded again to check the cache (``verify_cache``), and those of
+    #: them whose cached record no longer matched the file.
+    cache_checked: int = field(default=0, compare=False)
+    cache_changed: tuple[str, ...] = field(default=(), compare=False)
+    #: What a run found beside the constants, when asked (see `normstats.compute`): the
+    #: sample's 95% half-widths (``sample=``), the exact robust range ``{"p0.5": ...,
+    #: "p99.5": ...}`` (``percentiles=True``), exact statistics per immediate sub-folder
+    #: (``by_folder=True``) and the unusual images (``outliers=True``); None when not asked.
+    #: ``==`` compares the constants, not these.
+    estimate: Estimate | None = field(default=None, compare=False)
+    percentiles: dict[str, tuple[float, ...]] | None = field(default=None, compare=False)
+    by_folder: dict[str, DatasetStats] | None = field(default=None, compare=False)
+    outliers: OutlierReport | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_summary(cls, summary: Summary, *, channels: tuple[str, ...] | None = None,
+                     scale: float | None = None, mode: str = "array", kind: str = "images",
+                     source: str = "") -> DatasetStats:
+        """Finalize exact totals into the reported constants.
+
+        Raises
+        ------
+        EmptyDatasetError
+            When no image could be used: there is no statistic, and never NaN.
+        """
+        if summary.images == 0:
+            reason = "no usable image"
+            if summary.skipped:
+                reason += f" ({len(summary.skipped)} skipped, e.g. {summary.skipped[0].path}: " \
+                          f"{summary.skipped[0].reason})"
+            raise EmptyDatasetError(reason, path=source or None)
+        dtype = summary.signature[1]
+        scale = float(default_scale(dtype) if scale is None else parse_scale(scale))
+        n_channels = len(summary.signature[2])
+        channels = tuple(channels) if channels else summary.signature[2]
+        if len(channels) != n_channels:
+            raise InvalidOptionError(f"{len(channels)} channel names given for "
+                                     f"{n_channels} channels")
+        return cls(channels=channels, **_finalize(summary, scale, kind), dtype=dtype,
+                   scale=scale, mode=mode, kind=kind, source=source,
+                   skipped=summary.skipped, images=summary.images,
+                   pixels_per_channel=summary.moments.count)
+
+    @classmethod
+    def from_vectors(cls, summary: VectorSummary, *, channels: tuple[str, ...] | None = None,
+                     scale: float | None = None, mode: str = "NC",
+                     source: str = "") -> DatasetStats:
+        """Per-feature constants of vector data; raw units by default, as scikit-learn.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from normstats.maths.vectors import summarize_vectors
+        >>> s = DatasetStats.from_vectors(summarize_vectors(np.array([[1, 2], [3, 2]])))
+        >>> s.mean, s.std, s.counts
+        ((2.0, 2.0), (1.0, 0.0), (2, 2))
+        """
+        scale = 1.0 if scale is None else parse_scale(scale)
+        done = summary.finalize(scale)
+        names = tuple(channels) if channels else tuple(f"c{j}" for j in
+                                                       range(len(summary.features)))
+        if len(names) != len(summary.features):
+            raise InvalidOptionError(f"{len(names)} channel names given for "
+                                     f"{len(summary.features)} features")
+        ddof1 = done["variance_ddof1"]
+        return cls(channels=names, mean=done["mean"],
+                   std=tuple(math.sqrt(v) for v in done["variance"]),
+                   std_ddof1=None if None in ddof1 else tuple(math.sqrt(v) for v in ddof1),
+                   per_image_std=None, per_image_std_ddof1=None, rms_per_image_std=None,
+                   min=done["min"], max=done["max"], images=summary.rows,
+                   pixels_per_channel=summary.rows, dtype=summary.dtype, scale=scale,
+                   mode=mode, kind="vectors", source=source, skipped=summary.skipped,
+                   counts=done["counts"])
+
+    def variant(self, name: str) -> tuple[float, ...]:
+        """The std variant ``name`` (see `VARIANTS`), with a clear error if unavailable."""
+        if name not in VARIANTS:
+            raise InvalidOptionError(f"unknown std variant {name!r}; choose one of "
+                                     f"{', '.join(VARIANTS)}")
+        values = getattr(self, name)
+        if values is None:
+            raise InvalidOptionError(f"variant {name!r} is not defined for this data "
+                                     f"({self.kind}, {self.pixels_per_channel} values)")
+        return values
+
+    def interval(self, name: str) -> tuple[tuple[float, float], ...]:
+        """Per-channel (low, high) 95% confidence interval of statistic ``name`` of a
+        sampled result (``compute(..., sample=N)``).
+
+        Examples
+        --------
+        >>> import numpy as np, normstats
+        >>> data = np.random.default_rng(0).integers(0, 256, (50, 4, 4, 1), np.uint8)
+        >>> low, high = normstats.compute(data, sample=20, seed=0).interval("mean")[0]
+        >>> low < normstats.compute(data).mean[0] < high
+        True
+        """
+        if self.estimate is None:
+            raise InvalidOptionError("only a sampled result (sample= or precision=) has "
+                                     "confidence intervals")
+        if name not in self.estimate.half_width:
+            raise InvalidOptionError(f"no interval for {name!r}; there are intervals for "
+                                     f"{', '.join(self.estimate.half_width)}")
+        values = self.mean if name == "mean" else self.variant(name)
+        return tuple((v - h, v + h) for v, h in zip(values, self.estimate.half_width[name]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; `from_dict` restores an equal object (floats round-trip).
+
+        What a run found beside the constants is there too (null when not asked): the
+        ``--json`` of the command line is this dict.
+        """
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["skipped"] = [s.to_dict() for s in self.skipped]
+        for name in ("channels", "counts", "cache_changed", *_PER_CHANNEL):
+            if data[name] is not None:
+                data[name] = list(data[name])
+        for name in ("estimate", "outliers"):
+            if data[name] is not None:
+                data[name] = data[name].to_dict()
+        if self.percentiles is not None:
+            data["percentiles"] = {k: list(v) for k, v in self.percentiles.items()}
+        if self.by_folder is not None:
+            data["by_folder"] = {k: s.to_dict() for k, s in self.by_folder.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DatasetStats:
+        """Rebuild from `to_dict` output (or the CLI's ``--json``)."""
+        values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        for name in ("channels", "counts", "cache_changed", *_PER_CHANNEL):
+            if values.get(name) is not None:
+                values[name] = tuple(values[name])
+        values["skipped"] = tuple(Skipped.from_dict(s) for s in data.get("skipped", ()))
+        for name, kind in (("estimate", Estimate), ("outliers", OutlierReport)):
+            if values.get(name) is not None:
+                values[name] = kind.from_dict(values[name])
+        if values.get("percentiles") is not None:
+            values["percentiles"] = {k: tuple(v) for k, v in values["percentiles"].items()}
+        if values.get("by_folder") is not None:
+            values["by_folder"] = {k: cls.from_dict(v) for k, v in values["by_folder"].items()}
+        return cls(**values)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """JSON text of `to_dict`."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to(self, fmt: str, variant: str = "std", bgr: bool = False) -> str:
+        """The constants in framework ``fmt``'s convention (see `normstats.results.exporters`)."""
+        from normstats.results.exporters import export  # exporters import this module
+
+        return export(self, fmt, variant=variant, bgr=bgr)
+
+    def __str__(self) -> str:
+        """The command line's report: header, per-channel table, paste line, skipped files.
+
+        ``repr`` stays the dataclass repr, which rebuilds an equal object.
+        """
+        from normstats.results.text_report import render_report  # it imports this module
+
+        return render_report(self)
+
+    @classmethod
+    def from_json(cls, text: str) -> DatasetStats:
+        return cls.from_dict(json.loads(text))
+
+
+
+def _finalize(summary: Summary, scale: float, kind: str) -> dict[str, Any]:
+    moments, images = summary.moments, summary.images
+    mean, variance = moments.finalize(scale)
+    out: dict[str, Any] = {
+        "mean": mean, "std": tuple(math.sqrt(v) for v in variance),
+        "std_ddof1": None, "per_image_std": None, "per_image_std_ddof1": None,
+        "rms_per_image_std": None,
+        "min": tuple(v / scale for v in summary.minimum),
+        "max": tuple(v / scale for v in summary.maximum),
+    }
+    if moments.count > 1:
+        out["std_ddof1"] = tuple(math.sqrt(v) for v in moments.finalize(scale, ddof=1)[1])
+    if kind == "images":
+        exact_scale = Fraction(scale)
+        unit = exact_scale * (1 << FIXED_BITS)
+        out["per_image_std"] = tuple(float(Fraction(s) / unit / images) for s in summary.std_sum)
+        out["rms_per_image_std"] = tuple(
+            math.sqrt(float(Fraction(s) / (unit * exact_scale) / images))
+            for s in summary.var_sum)
+        if summary.images_ddof1:
+            out["per_image_std_ddof1"] = tuple(float(Fraction(s) / unit / summary.images_ddof1)
+                                               for s in summary.std_ddof1_sum)
+    return out

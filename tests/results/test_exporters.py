@@ -1,0 +1,231 @@
+"""Every exporter parses in its own syntax and round-trips the numbers, and every format
+written out in full says what its numbers are."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import normstats
+from normstats.errors import InvalidOptionError
+from normstats.results.exporters import FORMATS, constants, export
+from normstats.results.stats import DatasetStats
+
+
+@pytest.fixture(scope="module")
+def stats() -> normstats.DatasetStats:
+    rng = np.random.default_rng(7)
+    images = rng.integers(0, 256, (12, 6, 5, 3), dtype=np.uint8)
+    return normstats.compute(images, channels=("R", "G", "B"))
+
+
+def _call_keywords(text: str) -> dict:
+    """The literal keyword arguments of the single call expression in ``text``."""
+    tree = ast.parse(text)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    return {k.arg: ast.literal_eval(k.value) for k in calls[0].keywords}
+
+
+def _assignments(text: str) -> dict:
+    out = {}
+    for node in ast.parse(text).body:
+        assert isinstance(node, ast.Assign)
+        out[ast.unparse(node.targets[0])] = node.value
+    return out
+
+
+def _comment(text: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith("#"))
+
+
+def test_torchvision_parses_and_round_trips(stats):
+    text = stats.to("torchvision")
+    args = _call_keywords(text)
+    assert args["mean"] == stats.mean and args["std"] == stats.std
+    assert "'std'" in _comment(text) and "R, G, B" in _comment(text)
+
+
+def test_variant_is_chosen_and_stated(stats):
+    text = stats.to("torchvision", variant="per_image_std_ddof1")
+    assert _call_keywords(text)["std"] == stats.per_image_std_ddof1
+    assert "per_image_std_ddof1" in _comment(text)
+
+
+def test_timm(stats):
+    cfg = ast.literal_eval(_assignments(stats.to("timm"))["pretrained_cfg_overlay"])
+    assert cfg == {"mean": stats.mean, "std": stats.std}
+
+
+def test_albumentations_has_max_pixel_value(stats):
+    args = _call_keywords(stats.to("albumentations"))
+    assert args == {"mean": stats.mean, "std": stats.std, "max_pixel_value": 255.0}
+
+
+def test_albumentations_16bit():
+    s = normstats.compute(np.array([[[[0]]], [[[65535]]]], np.uint16))
+    assert _call_keywords(s.to("albumentations"))["max_pixel_value"] == 65535.0
+
+
+def test_keras_gets_variances(stats):
+    args = _call_keywords(stats.to("keras"))
+    assert args["axis"] == -1
+    assert args["mean"] == list(stats.mean)
+    np.testing.assert_allclose(args["variance"], np.square(stats.std), rtol=1e-15)
+    assert "Rescaling(1 / 255)" in stats.to("keras")
+
+
+def test_hf_json(stats):
+    cfg = json.loads(stats.to("hf"))
+    assert cfg["image_mean"] == list(stats.mean) and cfg["image_std"] == list(stats.std)
+    assert cfg["do_rescale"] is True and cfg["rescale_factor"] == 1 / 255
+    assert cfg["_normstats"]["variant"] == "std"
+
+
+def test_mmcv_raw_scale_and_to_rgb(stats):
+    value = _assignments(stats.to("mmcv"))["img_norm_cfg"]
+    args = {k.arg: ast.literal_eval(k.value) for k in value.keywords}
+    np.testing.assert_allclose(args["mean"], np.array(stats.mean) * 255, rtol=1e-14)
+    np.testing.assert_allclose(args["std"], np.array(stats.std) * 255, rtol=1e-14)
+    assert args["to_rgb"] is True
+
+
+def test_detectron2_states_order(stats):
+    values = {k: ast.literal_eval(v) for k, v in _assignments(stats.to("detectron2", bgr=True))
+              .items()}
+    assert values["cfg.INPUT.FORMAT"] == "BGR"
+    np.testing.assert_allclose(values["cfg.MODEL.PIXEL_MEAN"],
+                               np.array(stats.mean[::-1]) * 255, rtol=1e-14)
+
+
+def test_the_whole_result_as_json_is_to_json_not_an_export(stats):
+    """One JSON schema: `DatasetStats.to_json` (``--json``); there is no "json" export."""
+    assert "json" not in FORMATS
+    with pytest.raises(InvalidOptionError, match="unknown export format 'json'"):
+        stats.to("json")
+    assert json.loads(stats.to_json())["mean"] == list(stats.mean)
+
+
+@pytest.mark.parametrize("fmt", ["torchvision", "timm", "albumentations", "keras"])
+def test_bgr_reverses(stats, fmt):
+    rgb, bgr = stats.to(fmt), stats.to(fmt, bgr=True)
+    assert "B, G, R" in _comment(bgr)
+    if fmt == "timm":
+        get = lambda t: ast.literal_eval(_assignments(t)["pretrained_cfg_overlay"])  # noqa: E731
+    else:
+        get = _call_keywords
+    a, b = get(rgb), get(bgr)
+    assert list(b["mean"]) == list(a["mean"])[::-1]
+
+
+def test_bgr_hf_format(stats):
+    assert json.loads(stats.to("hf", bgr=True))["image_std"] == list(stats.std[::-1])
+    mmcv = _assignments(stats.to("mmcv", bgr=True))["img_norm_cfg"]
+    assert {k.arg: ast.literal_eval(k.value) for k in mmcv.keywords}["to_rgb"] is False
+
+
+def test_every_format_names_the_variant(stats):
+    for fmt in FORMATS:
+        assert "rms_per_image_std" in stats.to(fmt, variant="rms_per_image_std")
+
+
+def test_errors(stats):
+    with pytest.raises(InvalidOptionError, match="unknown export format"):
+        export(stats, "caffe")
+    gray = normstats.compute(np.zeros((2, 2, 2, 1), np.uint8))
+    with pytest.raises(InvalidOptionError, match="three channels"):
+        gray.to("torchvision", bgr=True)
+    with pytest.raises(InvalidOptionError, match="unknown std variant"):
+        stats.to("keras", variant="mad")
+
+
+def test_single_channel_tuple_is_a_tuple():
+    s = normstats.compute(np.array([[[[0]]], [[[255]]]], np.uint8))
+    assert _call_keywords(s.to("torchvision")) == {"mean": (0.5,), "std": (0.5,)}
+
+
+STATS = DatasetStats(
+    channels=("R", "G", "B"), mean=(0.5, 0.25, 0.125), std=(0.25, 0.5, 0.0625), std_ddof1=None,
+    per_image_std=(0.2, 0.1, 0.05), per_image_std_ddof1=None, rms_per_image_std=None,
+    min=(0.0, 0.0, 0.0), max=(1.0, 1.0, 1.0), images=2, pixels_per_channel=8, dtype="uint8",
+    scale=255.0, source="/data")
+RAW = dataclasses.replace(STATS, scale=1.0, source="")
+POOLED = ("# normstats: /data; std variant 'std' (pooled std over all pixels of the dataset "
+          "(population, ddof 0)); channel order R, G, B; ")
+PER_IMAGE_BGR = ("# normstats: dataset; std variant 'per_image_std' (mean over images of each "
+                 "image's own std (ddof 0)); channel order B, G, R; ")
+
+
+@pytest.mark.parametrize("fmt, text", [
+    ("torchvision", POOLED + "values for pixels divided by 255\n"
+     "torchvision.transforms.Normalize(mean=(0.5, 0.25, 0.125), std=(0.25, 0.5, 0.0625))"),
+    ("timm", POOLED + "values for pixels divided by 255\n"
+     "pretrained_cfg_overlay = {'mean': (0.5, 0.25, 0.125), 'std': (0.25, 0.5, 0.0625)}"),
+    ("albumentations", POOLED + "mean/std for pixels divided by max_pixel_value=255.0\n"
+     "albumentations.Normalize(mean=(0.5, 0.25, 0.125), std=(0.25, 0.5, 0.0625), "
+     "max_pixel_value=255.0)"),
+    ("keras", POOLED + "values for pixels divided by 255; Keras wants the variance (std "
+     "squared)\n# inputs must be scaled first: keras.layers.Rescaling(1 / 255)\n"
+     "keras.layers.Normalization(axis=-1, mean=[0.5, 0.25, 0.125], "
+     "variance=[0.0625, 0.25, 0.00390625])"),
+    ("mmcv", POOLED + "raw pixel units (x255); to_rgb=True because mmcv loads BGR\n"
+     "img_norm_cfg = dict(mean=[127.5, 63.75, 31.875], std=[63.75, 127.5, 15.9375], "
+     "to_rgb=True)"),
+    ("detectron2", POOLED + "raw pixel units (x255); detectron2 defaults to BGR, this is RGB\n"
+     "cfg.INPUT.FORMAT = 'RGB'\ncfg.MODEL.PIXEL_MEAN = [127.5, 63.75, 31.875]\n"
+     "cfg.MODEL.PIXEL_STD = [63.75, 127.5, 15.9375]"),
+])
+def test_each_format_in_full(fmt, text):
+    assert export(STATS, fmt) == text
+    assert STATS.to(fmt) == text
+
+
+def test_hf_in_full():
+    assert export(STATS, "hf") == json.dumps({
+        "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+        "image_mean": [0.5, 0.25, 0.125], "image_std": [0.25, 0.5, 0.0625],
+        "_normstats": {"variant": "std", "variant_meaning": "pooled std over all pixels of the "
+                       "dataset (population, ddof 0)", "channels": ["R", "G", "B"],
+                       "scale": 255.0, "source": "/data"}}, indent=2)
+
+
+@pytest.mark.parametrize("fmt, text", [
+    ("torchvision", PER_IMAGE_BGR + "raw pixel values\n"
+     "torchvision.transforms.Normalize(mean=(0.125, 0.25, 0.5), std=(0.05, 0.1, 0.2))"),
+    ("keras", PER_IMAGE_BGR + "raw pixel values; Keras wants the variance (std squared)\n"
+     "keras.layers.Normalization(axis=-1, mean=[0.125, 0.25, 0.5], "
+     "variance=[0.0025000000000000005, 0.010000000000000002, 0.04000000000000001])"),
+    ("mmcv", PER_IMAGE_BGR + "raw pixel units (x1); to_rgb=False because mmcv loads BGR\n"
+     "img_norm_cfg = dict(mean=[0.125, 0.25, 0.5], std=[0.05, 0.1, 0.2], to_rgb=False)"),
+    ("detectron2", PER_IMAGE_BGR + "raw pixel units (x1); detectron2 defaults to BGR, this is "
+     "BGR\ncfg.INPUT.FORMAT = 'BGR'\ncfg.MODEL.PIXEL_MEAN = [0.125, 0.25, 0.5]\n"
+     "cfg.MODEL.PIXEL_STD = [0.05, 0.1, 0.2]"),
+])
+def test_raw_data_a_variant_and_bgr_in_full(fmt, text):
+    assert export(RAW, fmt, variant="per_image_std", bgr=True) == text
+
+
+def test_hf_of_raw_data_does_not_rescale():
+    fragment = json.loads(export(RAW, "hf", variant="per_image_std", bgr=True))
+    assert (fragment["do_rescale"], fragment["rescale_factor"], fragment["image_std"]) == \
+        (False, 1.0, [0.05, 0.1, 0.2])
+    assert fragment["_normstats"]["source"] == "" and fragment["_normstats"]["channels"] == \
+        ["B", "G", "R"]
+
+
+def test_constants_keep_the_source_and_refuse_bgr_without_three_channels():
+    c = constants(STATS)
+    assert (c.source, c.scale, c.variant, c.bgr, c.channels) == \
+        ("/data", 255.0, "std", False, ("R", "G", "B"))
+    assert c.raw((0.1, 1 / 3)) == (25.5, 85.0)  # 15 digits: no last-bit noise
+    two = dataclasses.replace(STATS, channels=("a", "b"), mean=(0.5, 0.5), std=(0.1, 0.1))
+    with pytest.raises(InvalidOptionError) as raised:
+        constants(two, bgr=True)
+    assert str(raised.value) == "--bgr needs three channels, these data have 2 (a, b)"
+    with pytest.raises(InvalidOptionError) as raised:
+        export(STATS, "onnx")
+    assert str(raised.value) == ("unknown export format 'onnx'; choose one of torchvision, "
+                                 "timm, albumentations, keras, hf, mmcv, detectron2")

@@ -1,0 +1,168 @@
+"""`DatasetStats`: built from exact totals, refused with one clear line when it cannot be,
+and carried through ``to_dict``/``from_dict`` without losing a field."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from normstats.errors import EmptyDatasetError, InvalidOptionError
+from normstats.maths.records import Skipped, records_from_stack
+from normstats.maths.scale import default_scale, parse_scale
+from normstats.maths.summary import summarize
+from normstats.maths.vectors import summarize_vectors
+from normstats.results.stats import DatasetStats
+
+
+def summary_of(images: np.ndarray, keys=()):
+    return summarize(records_from_stack(images, keys=keys))
+
+
+def test_no_usable_image_says_so_naming_the_first_skip_and_the_source():
+    skipped = (Skipped("x.jpg", "zero-byte file"), Skipped("y.jpg", "truncated"))
+    with pytest.raises(EmptyDatasetError) as raised:
+        DatasetStats.from_summary(summarize(None, skipped), source="/data")
+    assert str(raised.value) == "/data: no usable image (2 skipped, e.g. x.jpg: zero-byte file)"
+    with pytest.raises(EmptyDatasetError) as raised:
+        DatasetStats.from_summary(summarize(None, ()))
+    assert str(raised.value) == "no usable image"
+
+
+def test_one_image_is_enough():
+    stats = DatasetStats.from_summary(summary_of(np.full((1, 1, 1, 1), 51, np.uint8)))
+    assert (stats.images, stats.mean, stats.std, stats.std_ddof1) == (1, (0.2,), (0.0,), None)
+    assert stats.per_image_std_ddof1 is None  # no image has two pixels
+
+
+def test_what_was_computed_is_kept_beside_the_constants():
+    images = np.arange(24, dtype=np.uint16).reshape(2, 2, 2, 3) * 1000
+    summary = summarize(records_from_stack(images), (Skipped("bad.png", "truncated"),))
+    stats = DatasetStats.from_summary(summary, channels=("R", "G", "B"), mode="RGB",
+                                      source="/data")
+    assert (stats.channels, stats.dtype, stats.scale, stats.mode, stats.kind, stats.source,
+            stats.images, stats.pixels_per_channel) == \
+        (("R", "G", "B"), "uint16", 65535.0, "RGB", "images", "/data", 2, 8)
+    assert stats.skipped == (Skipped("bad.png", "truncated"),)
+    assert stats.mean == tuple((sum(range(c, 24, 3)) * 1000 / 8) / 65535 for c in range(3))
+    default = DatasetStats.from_summary(summarize(records_from_stack(images)))
+    assert (default.channels, default.mode, default.kind, default.source) == \
+        (("c0", "c1", "c2"), "array", "images", "")
+
+
+def test_a_given_scale_is_used_and_checked():
+    summary = summary_of(np.array([0, 255], np.uint8).reshape(2, 1, 1, 1))
+    assert DatasetStats.from_summary(summary, scale="1").mean == (127.5,)
+    assert DatasetStats.from_summary(summary, scale=0.5).max == (510.0,)
+    with pytest.raises(InvalidOptionError, match="^scale must be positive and finite, got 0$"):
+        DatasetStats.from_summary(summary, scale=0)
+
+
+def test_channel_names_must_match_the_channels():
+    with pytest.raises(InvalidOptionError) as raised:
+        DatasetStats.from_summary(summary_of(np.zeros((1, 2, 2, 3), np.uint8)),
+                                  channels=("a", "b"))
+    assert str(raised.value) == "2 channel names given for 3 channels"
+    vectors = summarize_vectors(np.zeros((3, 2)))
+    with pytest.raises(InvalidOptionError) as raised:
+        DatasetStats.from_vectors(vectors, channels=("a",))
+    assert str(raised.value) == "1 channel names given for 2 features"
+
+
+@pytest.mark.parametrize("value, message", [
+    ("x", "scale must be a number, got 'x'"), (None, "scale must be a number, got None"),
+    (0, "scale must be positive and finite, got 0"),
+    (-1, "scale must be positive and finite, got -1"),
+    (math.inf, "scale must be positive and finite, got inf"),
+    (math.nan, "scale must be positive and finite, got nan")])
+def test_a_scale_is_a_positive_finite_number(value, message):
+    with pytest.raises(InvalidOptionError) as raised:
+        parse_scale(value)
+    assert str(raised.value) == message
+
+
+def test_valid_scales():
+    assert (parse_scale("255"), parse_scale(1e-300), parse_scale(0.5)) == (255.0, 1e-300, 0.5)
+    assert (default_scale("bool"), default_scale("int16"), default_scale("uint16")) == \
+        (1.0, 32767.0, 65535.0)
+
+
+def test_vectors_keep_their_names_mode_source_and_sample_std():
+    stats = DatasetStats.from_vectors(summarize_vectors(np.array([[1.0, 4.0], [3.0, 4.0]])),
+                                      channels=("a", "b"), mode="rows", source="t.npy",
+                                      scale=2)
+    assert (stats.channels, stats.mode, stats.source, stats.kind, stats.scale) == \
+        (("a", "b"), "rows", "t.npy", "vectors", 2.0)
+    assert (stats.mean, stats.std, stats.std_ddof1) == ((1.0, 2.0), (0.5, 0.0),
+                                                         (math.sqrt(0.5), 0.0))
+    assert (stats.images, stats.pixels_per_channel, stats.counts) == (2, 2, (2, 2))
+    one = DatasetStats.from_vectors(summarize_vectors(np.array([[1.0, 4.0]])))
+    assert (one.std_ddof1, one.mode, one.source, one.channels) == (None, "NC", "", ("c0", "c1"))
+
+
+def test_a_variant_is_chosen_by_name_and_refused_when_unknown_or_undefined():
+    stats = DatasetStats.from_summary(summary_of(np.arange(8, dtype=np.uint8)
+                                                 .reshape(2, 2, 2, 1)))
+    assert stats.variant("per_image_std") == stats.per_image_std
+    with pytest.raises(InvalidOptionError) as raised:
+        stats.variant("nope")
+    assert str(raised.value) == ("unknown std variant 'nope'; choose one of std, std_ddof1, "
+                                 "per_image_std, per_image_std_ddof1, rms_per_image_std")
+    vectors = DatasetStats.from_vectors(summarize_vectors(np.zeros((3, 1))))
+    with pytest.raises(InvalidOptionError) as raised:
+        vectors.variant("per_image_std")
+    assert str(raised.value) == \
+        "variant 'per_image_std' is not defined for this data (vectors, 3 values)"
+
+
+def test_every_field_round_trips_through_json():
+    images = np.arange(24, dtype=np.uint8).reshape(2, 2, 2, 3)
+    stats = DatasetStats.from_summary(
+        summarize(records_from_stack(images), (Skipped("a.png", "truncated"),)),
+        channels=("R", "G", "B"), source="/d")
+    data = json.loads(stats.to_json())
+    assert data["skipped"] == [{"path": "a.png", "reason": "truncated", "kind": "unreadable"}]
+    assert data["channels"] == ["R", "G", "B"] and data["images"] == 2
+    back = DatasetStats.from_json(stats.to_json(indent=None))
+    assert back == stats and type(back.channels) is tuple and type(back.mean) is tuple
+    assert back.skipped == stats.skipped and type(back.skipped) is tuple
+    assert DatasetStats.from_dict({k: v for k, v in data.items() if k != "skipped"}).skipped \
+        == ()
+    assert stats.to_json().startswith('{\n  "channels": [\n    "R",')
+    assert "\n" not in stats.to_json(indent=None)
+
+
+def test_how_a_result_was_obtained_round_trips_too():
+    stats = DatasetStats.from_summary(summary_of(np.zeros((1, 2, 2, 1), np.uint8)))
+    cached = dataclasses.replace(stats, images_cached=3, images_decoded=1, cache_checked=2,
+                                 cache_changed=("x.png",))
+    back = DatasetStats.from_dict(json.loads(cached.to_json()))
+    assert (back.images_cached, back.images_decoded, back.cache_checked, back.cache_changed) \
+        == (3, 1, 2, ("x.png",))
+
+
+@pytest.mark.parametrize("dtype, scale", [("uint8", None), ("uint16", 1000), ("int16", None),
+                                          ("float32", 2.0)])
+def test_every_variant_of_images_of_several_sizes_against_the_exact_oracle(rng, dtype, scale):
+    """Summaries of images of different sizes (one of a single pixel: no sample std),
+    finalized in a scale other than 1: each variant divides by its own count."""
+    from oracle import assert_matches_oracle, exact_stats
+
+    info = np.iinfo(dtype) if dtype != "float32" else None
+    sizes = ((5, 7), (1, 1), (3, 4), (2, 9))
+    images = [(rng.integers(info.min, info.max, (h, w, 2), endpoint=True) if info else
+               rng.normal(3.0, 2.0, (h, w, 2))).astype(dtype) for h, w in sizes]
+    summary = summarize(records_from_stack(images[0][None]))
+    for image in images[1:]:
+        summary = summary.merge(summarize(records_from_stack(image[None])))
+    stats = DatasetStats.from_summary(summary, scale=scale)
+    expected_scale = scale or (float(info.max) if info else 1.0)
+    assert stats.scale == expected_scale and summary.images_ddof1 == 3
+    if info:  # integer images: pooled values bit for bit
+        assert_matches_oracle(stats, images, expected_scale)
+    else:  # float images: within 1e-12 of the exact value
+        for name, values in exact_stats(images, expected_scale).items():
+            assert getattr(stats, name) == pytest.approx(values, rel=1e-12, abs=0), name
