@@ -177,18 +177,18 @@ def render_export(stats: Any, to: str, variant: str, bgr: bool, note: str = "") 
     The export holds only the constants, so skipped files are reported on stderr: a user
     pasting them must still learn that some files were left out.
     """
-    import json
-
+    from normstats.results.exporters import constants
     from normstats.results.text_report import render_skipped
 
     lines = render_skipped(stats)
     if lines:
         click.echo("normstats: " + "\n".join(lines), err=True)
     text = stats.to(to, variant=variant, bgr=bgr)
-    if not note:
+    if to == "hf":
+        # JSON holds no comment and every key of it survives save_pretrained: what the
+        # numbers are goes to stderr instead
+        header = constants(stats, variant, bgr).header(f"pixels divided by {stats.scale:g}")
+        click.echo("normstats: " + "\n".join(filter(None, [note, header.removeprefix("# ")])),
+                   err=True)
         return text
-    if to == "hf":  # JSON: the note goes in its metadata
-        data = json.loads(text)
-        data["_normstats"]["note"] = note
-        return json.dumps(data, indent=2)
-    return f"# {note}\n{text}"
+    return f"# {note}\n{text}" if note else text

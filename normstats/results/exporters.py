@@ -1,22 +1,26 @@
 """The constants in each framework's own convention, ready to paste.
 
-One small pure function per framework turns `DatasetStats` into text; `EXPORTERS` maps
-format names to them and `export` (or `DatasetStats.to`) picks one. The conventions
+Each framework's `Exporter` gives its keyword arguments (`export_kwargs`,
+`DatasetStats.to_kwargs`) and the code that uses them (`export`, `DatasetStats.to`), the code
+built from the same arguments; `EXPORTERS` maps format names to them. The conventions
 (what each framework's documentation asks for):
 
 =================  ==========================================================================
 torchvision, timm  mean and std in the reported scale ([0, 1] for integer images), RGB
 albumentations     mean and std in [0, 1] plus ``max_pixel_value`` (255, 65535 or 1.0)
-keras              ``Normalization(axis=-1, mean=, variance=)``: **variance**, channels-last
+keras              ``Rescaling(1/255)`` then ``Normalization(axis=-1, mean=, variance=)``:
+                   **variance**, channels-last
 hf                 ``preprocessor_config.json`` keys ``image_mean``, ``image_std``,
-                   ``do_rescale``, ``rescale_factor`` (1/255 for 8-bit)
+                   ``do_rescale``, ``rescale_factor`` (1/255 for 8-bit), and
+                   ``image_processor_type`` so that ``AutoImageProcessor`` loads it
 mmcv               raw pixel units ([0, 255] for 8-bit), ``to_rgb=True`` (mmcv loads BGR)
 detectron2         raw pixel units, ``PIXEL_MEAN``/``PIXEL_STD`` and ``INPUT.FORMAT`` spelled out
 =================  ==========================================================================
 
 Every export names the std variant it uses and the channel order; ``bgr=True``
 reverses a three-channel order for frameworks that read BGR (OpenCV loaders, detectron2).
-Numbers are printed with ``repr`` so they round-trip exactly. The whole result as JSON
+Numbers are printed with ``repr`` so they round-trip exactly; Python exports import
+what they use, so each one runs pasted alone. The whole result as JSON
 is `DatasetStats.to_json` (``--json``), not an export.
 """
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from normstats.errors import InvalidOptionError
 from normstats.maths.variants import VARIANTS
@@ -33,7 +37,7 @@ from normstats.maths.variants import VARIANTS
 if TYPE_CHECKING:  # stats imports this module in DatasetStats.to
     from normstats.results.stats import DatasetStats
 
-__all__ = ["EXPORTERS", "FORMATS", "Constants", "constants", "export"]
+__all__ = ["EXPORTERS", "FORMATS", "Constants", "constants", "export", "export_kwargs"]
 
 
 @dataclass(frozen=True)
@@ -61,12 +65,8 @@ class Constants:
         return tuple(s * s for s in self.std)
 
     def raw(self, values: tuple[float, ...]) -> tuple[float, ...]:
-        """Values in raw pixel units ([0, 255] for 8-bit images).
-
-        15 significant digits: the product's last-bit noise (125.44375000000001) would
-        only make a pasted config harder to read.
-        """
-        return tuple(float(format(v * self.scale, ".15g")) for v in values)
+        """Values in raw pixel units ([0, 255] for 8-bit images): value times the scale."""
+        return tuple(v * self.scale for v in values)
 
     def header(self, units: str) -> str:
         """The comment line every Python export starts with."""
@@ -97,80 +97,139 @@ def _tuple(values: tuple[float, ...]) -> str:
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
-def _list(values: tuple[float, ...]) -> str:
-    return "[" + ", ".join(repr(float(v)) for v in values) + "]"
+def _code(value: object) -> str:
+    """Python source for an argument: tuples and lists of floats in ``repr`` digits."""
+    if isinstance(value, tuple):
+        return _tuple(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_code(v) for v in value) + "]"
+    return repr(value)
+
+
+def _call(name: str, kwargs: dict[str, object]) -> str:
+    return f"{name}(" + ", ".join(f"{k}={_code(v)}" for k, v in kwargs.items()) + ")"
 
 
 def _scale_words(c: Constants) -> str:
     return f"values for pixels divided by {c.scale:g}" if c.scale != 1 else "raw pixel values"
 
 
-def to_torchvision(c: Constants) -> str:
-    """``torchvision.transforms.Normalize(mean=..., std=...)`` after ``ToTensor()``."""
-    return (c.header(_scale_words(c)) + "\n"
-            f"torchvision.transforms.Normalize(mean={_tuple(c.mean)}, std={_tuple(c.std)})")
+@dataclass(frozen=True)
+class Exporter:
+    """One framework's convention: its keyword arguments, and the code that uses them."""
+
+    kwargs: Callable[[Constants], dict[str, Any]]
+    code: Callable[[Constants, dict[str, Any]], str]
 
 
-def to_timm(c: Constants) -> str:
-    """A timm ``pretrained_cfg_overlay`` with ``mean``/``std`` (as in ``create_model``)."""
-    return (c.header(_scale_words(c)) + "\n"
-            f"pretrained_cfg_overlay = {{'mean': {_tuple(c.mean)}, 'std': {_tuple(c.std)}}}")
+def _mean_std(c: Constants) -> dict[str, Any]:
+    return {"mean": c.mean, "std": c.std}
 
 
-def to_albumentations(c: Constants) -> str:
-    """``A.Normalize``: computes (x - mean·max_pixel_value) / (std·max_pixel_value)."""
-    return (c.header(f"mean/std for pixels divided by max_pixel_value={c.scale!r}") + "\n"
-            f"albumentations.Normalize(mean={_tuple(c.mean)}, std={_tuple(c.std)}, "
-            f"max_pixel_value={float(c.scale)!r})")
+def _torchvision_code(c: Constants, kw: dict[str, Any]) -> str:
+    return (c.header(_scale_words(c)) + "\nimport torchvision\n"
+            + _call("torchvision.transforms.Normalize", kw))
 
 
-def to_keras(c: Constants) -> str:
-    """``keras.layers.Normalization`` takes the **variance**, channels-last."""
-    lines = [c.header(_scale_words(c) + "; Keras wants the variance (std squared)")]
-    if c.scale != 1:
-        lines.append(f"# inputs must be scaled first: keras.layers.Rescaling(1 / {c.scale:g})")
-    lines.append(f"keras.layers.Normalization(axis=-1, mean={_list(c.mean)}, "
-                 f"variance={_list(c.variance)})")
-    return "\n".join(lines)
+def _timm_code(c: Constants, kw: dict[str, Any]) -> str:
+    return c.header(_scale_words(c)) + f"\npretrained_cfg_overlay = {kw!r}"
 
 
-def _metadata(c: Constants) -> dict:
-    return {"variant": c.variant, "variant_meaning": VARIANTS[c.variant],
-            "channels": list(c.channels), "scale": c.scale, "source": c.source}
+def _albumentations_kwargs(c: Constants) -> dict[str, Any]:
+    # A.Normalize computes (x - mean * max_pixel_value) / (std * max_pixel_value)
+    return {"mean": c.mean, "std": c.std, "max_pixel_value": float(c.scale)}
 
 
-def to_hf(c: Constants) -> str:
-    """A ``preprocessor_config.json`` fragment; rescale first, then normalize."""
-    fragment = {"do_rescale": c.scale != 1, "rescale_factor": 1.0 / c.scale,
-                "do_normalize": True, "image_mean": list(c.mean), "image_std": list(c.std),
-                "_normstats": _metadata(c)}
-    return json.dumps(fragment, indent=2)
+def _albumentations_code(c: Constants, kw: dict[str, Any]) -> str:
+    return (c.header(f"mean/std for pixels divided by max_pixel_value={c.scale!r}")
+            + "\nimport albumentations\n" + _call("albumentations.Normalize", kw))
 
 
-def to_mmcv(c: Constants) -> str:
-    """mmcv ``img_norm_cfg``: raw pixel units; ``to_rgb=True`` turns mmcv's BGR into RGB."""
-    to_rgb = "False" if c.bgr else "True"
-    return (c.header(f"raw pixel units (x{c.scale:g}); to_rgb={to_rgb} because mmcv loads BGR")
-            + "\n" + f"img_norm_cfg = dict(mean={_list(c.raw(c.mean))}, "
-                     f"std={_list(c.raw(c.std))}, to_rgb={to_rgb})")
+def _keras_kwargs(c: Constants) -> dict[str, Any]:
+    # Normalization takes the variance, not the std, channels-last
+    return {"axis": -1, "mean": list(c.mean), "variance": list(c.variance)}
 
 
-def to_detectron2(c: Constants) -> str:
-    """detectron2 config: raw pixel units and the channel order said in ``INPUT.FORMAT``."""
-    order = "BGR" if c.bgr else "RGB"
+def _keras_code(c: Constants, kw: dict[str, Any]) -> str:
+    layer = _call("keras.layers.Normalization", kw)
+    head = c.header(_scale_words(c) + "; Keras wants the variance (std squared)")
+    if c.scale == 1:
+        return f"{head}\nimport keras\nnormalize = {layer}"
+    # the layer expects pixels already divided by the scale: the Rescaling layer does it
+    return (f"{head}\nimport keras\nnormalize = keras.Sequential("
+            f"[keras.layers.Rescaling({1.0 / c.scale!r}), {layer}])")
+
+
+def _hf_kwargs(c: Constants) -> dict[str, Any]:
+    # rescale first, then normalize; ViTImageProcessor is the plain rescale-and-normalize
+    # processor, named so that AutoImageProcessor loads the fragment on its own
+    return {"image_processor_type": "ViTImageProcessor", "do_rescale": c.scale != 1,
+            "rescale_factor": 1.0 / c.scale, "do_normalize": True,
+            "image_mean": list(c.mean), "image_std": list(c.std)}
+
+
+def _hf_code(c: Constants, kw: dict[str, Any]) -> str:
+    # JSON holds no comment and every key survives save_pretrained: no metadata key here
+    return json.dumps(kw, indent=2)
+
+
+def _mmcv_kwargs(c: Constants) -> dict[str, Any]:
+    # raw pixel units; to_rgb=True turns mmcv's BGR loading into RGB
+    return {"mean": list(c.raw(c.mean)), "std": list(c.raw(c.std)), "to_rgb": not c.bgr}
+
+
+def _mmcv_code(c: Constants, kw: dict[str, Any]) -> str:
+    return (c.header(f"raw pixel units (x{c.scale:g}); to_rgb={kw['to_rgb']} because mmcv "
+                     "loads BGR") + "\n" + "img_norm_cfg = " + _call("dict", kw))
+
+
+def _detectron2_kwargs(c: Constants) -> dict[str, Any]:
+    return {"INPUT.FORMAT": "BGR" if c.bgr else "RGB",
+            "MODEL.PIXEL_MEAN": list(c.raw(c.mean)), "MODEL.PIXEL_STD": list(c.raw(c.std))}
+
+
+def _detectron2_code(c: Constants, kw: dict[str, Any]) -> str:
     return "\n".join([
         c.header(f"raw pixel units (x{c.scale:g}); detectron2 defaults to BGR, "
-                 f"this is {order}"),
-        f"cfg.INPUT.FORMAT = {order!r}",
-        f"cfg.MODEL.PIXEL_MEAN = {_list(c.raw(c.mean))}",
-        f"cfg.MODEL.PIXEL_STD = {_list(c.raw(c.std))}"])
+                 f"this is {kw['INPUT.FORMAT']}"),
+        *(f"cfg.{key} = {_code(value)}" for key, value in kw.items())])
 
 
-EXPORTERS: dict[str, Callable[[Constants], str]] = {
-    "torchvision": to_torchvision, "timm": to_timm, "albumentations": to_albumentations,
-    "keras": to_keras, "hf": to_hf, "mmcv": to_mmcv, "detectron2": to_detectron2,
+EXPORTERS: dict[str, Exporter] = {
+    "torchvision": Exporter(_mean_std, _torchvision_code),
+    "timm": Exporter(_mean_std, _timm_code),
+    "albumentations": Exporter(_albumentations_kwargs, _albumentations_code),
+    "keras": Exporter(_keras_kwargs, _keras_code),
+    "hf": Exporter(_hf_kwargs, _hf_code),
+    "mmcv": Exporter(_mmcv_kwargs, _mmcv_code),
+    "detectron2": Exporter(_detectron2_kwargs, _detectron2_code),
 }
 FORMATS = tuple(EXPORTERS)
+
+
+def _exporter(fmt: str) -> Exporter:
+    if fmt not in EXPORTERS:
+        raise InvalidOptionError(f"unknown export format {fmt!r}; choose one of "
+                                 f"{', '.join(FORMATS)}")
+    return EXPORTERS[fmt]
+
+
+def export_kwargs(stats: DatasetStats, fmt: str, variant: str = "std",
+                  bgr: bool = False) -> dict[str, Any]:
+    """The keyword arguments framework ``fmt`` takes, as a dict (what `export` prints as code).
+
+    Parameters are those of `export`. Values are the framework's own units: tuples or lists
+    of floats in the reported scale, raw pixel units for mmcv and detectron2 (whose keys are
+    the config's dotted names).
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> s = normstats.compute(np.array([[[[0]]], [[[255]]]], np.uint8))
+    >>> export_kwargs(s, "albumentations")
+    {'mean': (0.5,), 'std': (0.5,), 'max_pixel_value': 255.0}
+    """
+    return _exporter(fmt).kwargs(constants(stats, variant, bgr))
 
 
 def export(stats: DatasetStats, fmt: str, variant: str = "std", bgr: bool = False) -> str:
@@ -191,10 +250,9 @@ def export(stats: DatasetStats, fmt: str, variant: str = "std", bgr: bool = Fals
     --------
     >>> import numpy as np, normstats
     >>> s = normstats.compute(np.array([[[[0]]], [[[255]]]], np.uint8))
-    >>> print(export(s, "keras").splitlines()[-1])
-    keras.layers.Normalization(axis=-1, mean=[0.5], variance=[0.25])
+    >>> print(export(s, "torchvision").splitlines()[-1])
+    torchvision.transforms.Normalize(mean=(0.5,), std=(0.5,))
     """
-    if fmt not in EXPORTERS:
-        raise InvalidOptionError(f"unknown export format {fmt!r}; choose one of "
-                                 f"{', '.join(FORMATS)}")
-    return EXPORTERS[fmt](constants(stats, variant, bgr))
+    exporter = _exporter(fmt)
+    c = constants(stats, variant, bgr)
+    return exporter.code(c, exporter.kwargs(c))

@@ -227,6 +227,20 @@ class DatasetStats:
 
         return export(self, fmt, variant=variant, bgr=bgr)
 
+    def to_kwargs(self, fmt: str, variant: str = "std", bgr: bool = False) -> dict[str, Any]:
+        """The keyword arguments framework ``fmt`` takes (what `to` prints as code).
+
+        Examples
+        --------
+        >>> import numpy as np, normstats
+        >>> s = normstats.compute(np.array([[[[0]]], [[[255]]]], np.uint8))
+        >>> s.to_kwargs("torchvision")
+        {'mean': (0.5,), 'std': (0.5,)}
+        """
+        from normstats.results.exporters import export_kwargs  # exporters import this module
+
+        return export_kwargs(self, fmt, variant=variant, bgr=bgr)
+
     def __str__(self) -> str:
         """The command line's report: header, per-channel table, paste line, skipped files.
 

@@ -12,7 +12,7 @@ import pytest
 
 import normstats
 from normstats.errors import InvalidOptionError
-from normstats.results.exporters import FORMATS, constants, export
+from normstats.results.exporters import FORMATS, constants, export, export_kwargs
 from normstats.results.stats import DatasetStats
 
 
@@ -26,13 +26,15 @@ def stats() -> normstats.DatasetStats:
 def _call_keywords(text: str) -> dict:
     """The literal keyword arguments of the single call expression in ``text``."""
     tree = ast.parse(text)
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.keywords]
     return {k.arg: ast.literal_eval(k.value) for k in calls[0].keywords}
 
 
 def _assignments(text: str) -> dict:
     out = {}
     for node in ast.parse(text).body:
+        if isinstance(node, ast.Import):
+            continue  # each export imports what it uses, to run pasted alone
         assert isinstance(node, ast.Assign)
         out[ast.unparse(node.targets[0])] = node.value
     return out
@@ -75,14 +77,15 @@ def test_keras_gets_variances(stats):
     assert args["axis"] == -1
     assert args["mean"] == list(stats.mean)
     np.testing.assert_allclose(args["variance"], np.square(stats.std), rtol=1e-15)
-    assert "Rescaling(1 / 255)" in stats.to("keras")
+    assert f"keras.layers.Rescaling({1 / 255!r})" in stats.to("keras")
 
 
 def test_hf_json(stats):
     cfg = json.loads(stats.to("hf"))
     assert cfg["image_mean"] == list(stats.mean) and cfg["image_std"] == list(stats.std)
     assert cfg["do_rescale"] is True and cfg["rescale_factor"] == 1 / 255
-    assert cfg["_normstats"]["variant"] == "std"
+    assert cfg["image_processor_type"] == "ViTImageProcessor"
+    assert not [key for key in cfg if key.startswith("_")]  # save_pretrained would keep it
 
 
 def test_mmcv_raw_scale_and_to_rgb(stats):
@@ -127,8 +130,10 @@ def test_bgr_hf_format(stats):
     assert {k.arg: ast.literal_eval(k.value) for k in mmcv.keywords}["to_rgb"] is False
 
 
-def test_every_format_names_the_variant(stats):
-    for fmt in FORMATS:
+def test_every_code_format_names_the_variant(stats):
+    """JSON has no comments: the hf fragment's variant is said on stderr by the command line
+    (tests/cli/test_outputs.py)."""
+    for fmt in set(FORMATS) - {"hf"}:
         assert "rms_per_image_std" in stats.to(fmt, variant="rms_per_image_std")
 
 
@@ -160,17 +165,17 @@ PER_IMAGE_BGR = ("# normstats: dataset; std variant 'per_image_std' (mean over i
 
 
 @pytest.mark.parametrize("fmt, text", [
-    ("torchvision", POOLED + "values for pixels divided by 255\n"
+    ("torchvision", POOLED + "values for pixels divided by 255\nimport torchvision\n"
      "torchvision.transforms.Normalize(mean=(0.5, 0.25, 0.125), std=(0.25, 0.5, 0.0625))"),
     ("timm", POOLED + "values for pixels divided by 255\n"
      "pretrained_cfg_overlay = {'mean': (0.5, 0.25, 0.125), 'std': (0.25, 0.5, 0.0625)}"),
     ("albumentations", POOLED + "mean/std for pixels divided by max_pixel_value=255.0\n"
-     "albumentations.Normalize(mean=(0.5, 0.25, 0.125), std=(0.25, 0.5, 0.0625), "
+     "import albumentations\nalbumentations.Normalize(mean=(0.5, 0.25, 0.125), std=(0.25, 0.5, 0.0625), "
      "max_pixel_value=255.0)"),
     ("keras", POOLED + "values for pixels divided by 255; Keras wants the variance (std "
-     "squared)\n# inputs must be scaled first: keras.layers.Rescaling(1 / 255)\n"
-     "keras.layers.Normalization(axis=-1, mean=[0.5, 0.25, 0.125], "
-     "variance=[0.0625, 0.25, 0.00390625])"),
+     "squared)\nimport keras\nnormalize = keras.Sequential([keras.layers.Rescaling("
+     "0.00392156862745098), keras.layers.Normalization(axis=-1, mean=[0.5, 0.25, 0.125], "
+     "variance=[0.0625, 0.25, 0.00390625])])"),
     ("mmcv", POOLED + "raw pixel units (x255); to_rgb=True because mmcv loads BGR\n"
      "img_norm_cfg = dict(mean=[127.5, 63.75, 31.875], std=[63.75, 127.5, 15.9375], "
      "to_rgb=True)"),
@@ -185,18 +190,16 @@ def test_each_format_in_full(fmt, text):
 
 def test_hf_in_full():
     assert export(STATS, "hf") == json.dumps({
-        "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
-        "image_mean": [0.5, 0.25, 0.125], "image_std": [0.25, 0.5, 0.0625],
-        "_normstats": {"variant": "std", "variant_meaning": "pooled std over all pixels of the "
-                       "dataset (population, ddof 0)", "channels": ["R", "G", "B"],
-                       "scale": 255.0, "source": "/data"}}, indent=2)
+        "image_processor_type": "ViTImageProcessor", "do_rescale": True,
+        "rescale_factor": 1 / 255, "do_normalize": True,
+        "image_mean": [0.5, 0.25, 0.125], "image_std": [0.25, 0.5, 0.0625]}, indent=2)
 
 
 @pytest.mark.parametrize("fmt, text", [
-    ("torchvision", PER_IMAGE_BGR + "raw pixel values\n"
+    ("torchvision", PER_IMAGE_BGR + "raw pixel values\nimport torchvision\n"
      "torchvision.transforms.Normalize(mean=(0.125, 0.25, 0.5), std=(0.05, 0.1, 0.2))"),
     ("keras", PER_IMAGE_BGR + "raw pixel values; Keras wants the variance (std squared)\n"
-     "keras.layers.Normalization(axis=-1, mean=[0.125, 0.25, 0.5], "
+     "import keras\nnormalize = keras.layers.Normalization(axis=-1, mean=[0.125, 0.25, 0.5], "
      "variance=[0.0025000000000000005, 0.010000000000000002, 0.04000000000000001])"),
     ("mmcv", PER_IMAGE_BGR + "raw pixel units (x1); to_rgb=False because mmcv loads BGR\n"
      "img_norm_cfg = dict(mean=[0.125, 0.25, 0.5], std=[0.05, 0.1, 0.2], to_rgb=False)"),
@@ -212,15 +215,14 @@ def test_hf_of_raw_data_does_not_rescale():
     fragment = json.loads(export(RAW, "hf", variant="per_image_std", bgr=True))
     assert (fragment["do_rescale"], fragment["rescale_factor"], fragment["image_std"]) == \
         (False, 1.0, [0.05, 0.1, 0.2])
-    assert fragment["_normstats"]["source"] == "" and fragment["_normstats"]["channels"] == \
-        ["B", "G", "R"]
 
 
 def test_constants_keep_the_source_and_refuse_bgr_without_three_channels():
     c = constants(STATS)
     assert (c.source, c.scale, c.variant, c.bgr, c.channels) == \
         ("/data", 255.0, "std", False, ("R", "G", "B"))
-    assert c.raw((0.1, 1 / 3)) == (25.5, 85.0)  # 15 digits: no last-bit noise
+    # one correctly rounded product, printed in repr digits
+    assert c.raw((0.0006850000000000001, 1 / 3)) == (0.17467500000000002, 85.0)
     two = dataclasses.replace(STATS, channels=("a", "b"), mean=(0.5, 0.5), std=(0.1, 0.1))
     with pytest.raises(InvalidOptionError) as raised:
         constants(two, bgr=True)
@@ -229,3 +231,30 @@ def test_constants_keep_the_source_and_refuse_bgr_without_three_channels():
         export(STATS, "onnx")
     assert str(raised.value) == ("unknown export format 'onnx'; choose one of torchvision, "
                                  "timm, albumentations, keras, hf, mmcv, detectron2")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_kwargs_are_the_arguments_the_code_passes(fmt):
+    """`to_kwargs` and `to` come from one dict: the code's literal arguments are the dict."""
+    kwargs = STATS.to_kwargs(fmt)
+    assert kwargs == export_kwargs(STATS, fmt)
+    text = STATS.to(fmt)
+    if fmt == "hf":
+        assert json.loads(text) == kwargs
+    elif fmt == "timm":
+        assert ast.literal_eval(_assignments(text)["pretrained_cfg_overlay"]) == kwargs
+    elif fmt == "detectron2":
+        assert {k.removeprefix("cfg."): ast.literal_eval(v)
+                for k, v in _assignments(text).items()} == kwargs
+    elif fmt == "mmcv":
+        value = _assignments(text)["img_norm_cfg"]
+        assert {k.arg: ast.literal_eval(k.value) for k in value.keywords} == kwargs
+    else:
+        assert _call_keywords(text) == kwargs
+
+
+def test_kwargs_refuse_what_the_code_refuses():
+    with pytest.raises(InvalidOptionError, match="unknown export format 'caffe'"):
+        STATS.to_kwargs("caffe")
+    assert STATS.to_kwargs("mmcv", bgr=True) == {
+        "mean": [31.875, 63.75, 127.5], "std": [15.9375, 127.5, 63.75], "to_rgb": False}
