@@ -170,8 +170,8 @@ PER_IMAGE_BGR = ("# normstats: dataset; std variant 'per_image_std' (mean over i
     ("timm", POOLED + "values for pixels divided by 255\n"
      "pretrained_cfg_overlay = {'mean': (0.5, 0.25, 0.125), 'std': (0.25, 0.5, 0.0625)}"),
     ("albumentations", POOLED + "mean/std for pixels divided by max_pixel_value=255.0\n"
-     "import albumentations\nalbumentations.Normalize(mean=(0.5, 0.25, 0.125), std=(0.25, 0.5, 0.0625), "
-     "max_pixel_value=255.0)"),
+     "import albumentations\nalbumentations.Normalize(mean=(0.5, 0.25, 0.125), "
+     "std=(0.25, 0.5, 0.0625), max_pixel_value=255.0)"),
     ("keras", POOLED + "values for pixels divided by 255; Keras wants the variance (std "
      "squared)\nimport keras\nnormalize = keras.Sequential([keras.layers.Rescaling("
      "0.00392156862745098), keras.layers.Normalization(axis=-1, mean=[0.5, 0.25, 0.125], "
