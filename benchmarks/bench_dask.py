@@ -99,7 +99,7 @@ def zarr_rows(quick: bool, folder: Path) -> list[dict]:
 
 
 def folder_rows(quick: bool) -> list[dict]:
-    from datasets import make_jpeg_folder
+    from synthetic import make_jpeg_folder
 
     count = 1_000 if quick else 10_000
     root = make_jpeg_folder(count, 256)[0].parent

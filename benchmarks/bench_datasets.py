@@ -119,7 +119,7 @@ def data_loader_float64(files: list[Path]) -> tuple:
 
 def bench_datasets(quick: bool) -> dict:
     """The section: every peer and normstats on the same 10,000 (quick: 1,000) JPEGs."""
-    from datasets import make_jpeg_folder
+    from synthetic import make_jpeg_folder
     from timing import difference, goal, measure_alternated, peer_table
 
     count = 1_000 if quick else 10_000

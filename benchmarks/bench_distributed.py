@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from datasets import make_jpeg_folder  # noqa: E402
+from synthetic import make_jpeg_folder  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
 import normstats  # noqa: E402

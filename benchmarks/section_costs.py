@@ -6,7 +6,7 @@ import subprocess
 import sys
 from multiprocessing import get_context
 
-from datasets import DATA, make_png_folder
+from synthetic import DATA, make_png_folder
 from timing import goal, measure_alternated
 
 import normstats

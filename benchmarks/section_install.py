@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from datasets import make_jpeg_folder
+from synthetic import make_jpeg_folder
 from timing import goal
 
 ROOT = Path(__file__).resolve().parents[1]

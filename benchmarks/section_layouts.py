@@ -15,7 +15,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from datasets import DATA, make_jpeg_folder
+from synthetic import DATA, make_jpeg_folder
 from timing import goal
 
 import normstats

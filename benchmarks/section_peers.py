@@ -9,7 +9,7 @@ from pathlib import Path
 import array_section
 import numpy as np
 import peers
-from datasets import DATA, make_jpeg_folder, make_png_folder
+from synthetic import DATA, make_jpeg_folder, make_png_folder
 from timing import difference, goal, measure, measure_alternated, peer_table
 
 import normstats

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from datasets import make_jpeg_folder, make_photo_png_folder
+from synthetic import make_jpeg_folder, make_photo_png_folder
 from timing import goal
 
 HERE = Path(__file__).resolve().parent

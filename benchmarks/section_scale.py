@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from datasets import DATA, make_jpeg_folder
+from synthetic import DATA, make_jpeg_folder
 
 #: ImageNet-1k's training split, and the mean pixels of its JPEGs (about 400×350).
 IMAGENET_IMAGES = 1_281_167

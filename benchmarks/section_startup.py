@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from datasets import DATA, make_jpeg_folder
+from synthetic import DATA, make_jpeg_folder
 from timing import goal
 
 from normstats.engine import pipeline
