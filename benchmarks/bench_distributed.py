@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from synthetic import make_jpeg_folder  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
+from synthetic import make_jpeg_folder  # noqa: E402
 
 import normstats  # noqa: E402
 from normstats.engine.cluster import local_cluster  # noqa: E402
