@@ -1,11 +1,11 @@
 """The decode-only ceiling as a whole process: list a folder, read and decode every file.
 
-    python benchmarks/decode_only.py jpeg|png FOLDER [--workers 2]
+    python benchmarks/decode_only.py jpeg|png|tiff FOLDER [--workers 2]
 
 The least any tool can do with the same files, decoder and parallelism: a sorted walk, a
 fork ``Pool`` of ``--workers`` processes fed one chunk at a time, each reading its files
 and decoding them with the decoder normstats uses for them (simplejpeg's libjpeg-turbo for
-JPEG, libpng through imagecodecs for PNG), keeping nothing. Only the standard library,
+JPEG, libpng through imagecodecs for PNG, tifffile for TIFF rasters), keeping nothing. Only the standard library,
 numpy and the decoder are imported, so start-up is as small as such a script's can be.
 """
 
@@ -47,18 +47,26 @@ def _png(paths: list[str]) -> int:
     return len(paths)
 
 
+def _tiff(paths: list[str]) -> int:
+    import tifffile
+
+    for path in paths:
+        tifffile.imread(path, maxworkers=1)
+    return len(paths)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("jpeg", "png"))
+    parser.add_argument("kind", choices=("jpeg", "png", "tiff"))
     parser.add_argument("folder")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--phases", action="store_true",
                         help="print the seconds of each phase (JSON) instead of the count")
     args = parser.parse_args()
     listing = time.perf_counter()
-    files = _files(args.folder, ".jpg" if args.kind == "jpeg" else ".png")
-    chunk = 200 if args.kind == "jpeg" else 1000
-    work = _jpeg if args.kind == "jpeg" else _png
+    suffix, chunk, work = {"jpeg": (".jpg", 200, _jpeg), "png": (".png", 1000, _png),
+                           "tiff": (".tif", 200, _tiff)}[args.kind]
+    files = _files(args.folder, suffix)
     chunks = [files[i:i + chunk] for i in range(0, len(files), chunk)]
     listed = time.perf_counter()
     with get_context("fork").Pool(args.workers) as pool:

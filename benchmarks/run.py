@@ -41,11 +41,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import render  # noqa: E402
 from bench_dask import bench_dask  # noqa: E402
 from bench_datasets import bench_datasets  # noqa: E402
+from section_cache_costs import bench_cache_costs  # noqa: E402
 from section_costs import bench_memory, bench_overhead  # noqa: E402
+from section_covariance import bench_covariance  # noqa: E402
+from section_hf import bench_hf  # noqa: E402
 from section_install import bench_install  # noqa: E402
 from section_layouts import bench_layouts  # noqa: E402
+from section_mean_image import bench_mean_image  # noqa: E402
 from section_peers import bench_array, bench_folder, bench_png  # noqa: E402
 from section_processes import bench_processes  # noqa: E402
+from section_rasters import bench_rasters  # noqa: E402
 from section_scale import bench_scale  # noqa: E402
 from section_scripts import bench_cache, bench_distributed, bench_normalize  # noqa: E402
 from section_startup import bench_startup  # noqa: E402
@@ -53,13 +58,17 @@ from section_startup import bench_startup  # noqa: E402
 import normstats  # noqa: E402
 
 SECTIONS: dict[str, Callable[[bool], dict]] = {
-    "array": bench_array, "folder": bench_folder, "png": bench_png,
+    "array": bench_array, "folder": bench_folder, "mean_image": bench_mean_image,
+    "covariance": bench_covariance,
+    "png": bench_png,
     "overhead": bench_overhead, "memory": bench_memory, "normalize": bench_normalize,
-    "cache": bench_cache, "distributed": bench_distributed, "datasets": bench_datasets,
+    "cache": bench_cache, "cache_costs": bench_cache_costs, "distributed": bench_distributed,
+    "datasets": bench_datasets,
     "dask": bench_dask, "startup": bench_startup, "layouts": bench_layouts,
     "processes": bench_processes, "install": bench_install, "scale": bench_scale,
+    "hf": bench_hf, "rasters": bench_rasters,
 }
-PACKAGES = ("numpy", "dask", "distributed", "zarr", "PIL", "simplejpeg",
+PACKAGES = ("numpy", "dask", "distributed", "zarr", "PIL", "simplejpeg", "tifffile",
             "imagecodecs", "torch", "sklearn")
 
 

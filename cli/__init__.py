@@ -18,11 +18,13 @@ from normstats_cli.compute_options import (
     analysis_flags,
     cache_flags,
     check_compute_arguments,
+    mean_image_files,
     output_flags,
     read_flags,
     read_options_from,
     render_result,
     run_flags,
+    write_mean_images,
 )
 from normstats_cli.errors import user_errors
 from normstats_cli.manifests import compute_manifest_from_cli, manifests_command, verify_command
@@ -95,17 +97,21 @@ def main() -> None:
               help="Folder holding the --manifest files.")
 @user_errors
 def compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None, bgr: bool,
-            manifest: str | None, root: str | None, no_cache: bool,
+            manifest: str | None, root: str | None, no_cache: bool, overwrite: bool,
             **arguments: Any) -> None:
     """Compute the normalization constants of PATH: a folder of images (or of WebDataset
-    tar shards or Parquet files), an image, .npy, zarr, IDX, CIFAR batch, tar shard, .npz
-    or Parquet file. Several PATHs, globs ('train/*.tar') and brace ranges
-    ('shard-{000000..000099}.tar') are computed as one dataset, their union. Or a known
-    dataset with --manifest NAME --root DIR.
+    tar shards or Parquet files, or a Hugging Face save_to_disk folder), an image, .npy,
+    zarr, IDX, CIFAR batch, tar shard, .npz, Parquet or Arrow file. Several PATHs, globs
+    ('train/*.tar') and brace ranges ('shard-{000000..000099}.tar') are computed as one
+    dataset, their union. Folders, images, tar shards, Parquet files and zarr stores may
+    lie behind a URL (s3://bucket/train, gcs://..., with --storage-option KEY=VALUE for
+    credentials or an S3-compatible endpoint). Or a known dataset with --manifest NAME
+    --root DIR.
 
     Every option is the argument of normstats.compute (or field of normstats.ReadOptions)
     of the same name, but the printing ones (--json, --variant, --to, --bgr), --no-cache
-    (cache=False) and --manifest/--root."""
+    (cache=False), --manifest/--root, and --mean-image/--mean-image-std, which take the
+    file to write the array to (mean_image=True) and --overwrite to replace it."""
     import normstats
 
     if to and as_json:
@@ -114,6 +120,10 @@ def compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None,
     options = read_options_from(arguments)
     arguments["cache"] = cache_setting(arguments["cache"], no_cache)
     check_compute_arguments(arguments)
+    files = mean_image_files(arguments, overwrite)
+    if files and arguments["cache"] is not False and any(os.path.isdir(p) for p in paths):
+        click.echo("normstats: the mean image needs the pixels, so every image is decoded "
+                   "(the record cache holds per-image numbers, not pixels)", err=True)
     if manifest:
         stats = _manifest(manifest, root, paths, options, arguments)
     elif not paths:
@@ -121,6 +131,7 @@ def compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None,
     else:
         stats = normstats.compute(paths[0] if len(paths) == 1 else list(paths),
                                   options=options, **arguments)
+    write_mean_images(stats, files)
     click.echo(render_result(stats, variant, as_json, to, bgr))
 
 

@@ -20,13 +20,15 @@ from normstats_cli.distributed import scheduler_option
 
 __all__ = ["read_flags", "run_flags", "analysis_flags", "cache_flags", "output_flags",
            "read_options_from", "check_compute_arguments", "render_result", "render_export",
+           "mean_image_files", "write_mean_images", "MEAN_IMAGE_FILES",
            "MODES", "LAYOUTS"]
 
 MODES = ("RGB", "L", "RGBA", "keep")
 LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
 #: The reading flags: the fields of `normstats.ReadOptions`, in its order.
 _READ = ("mode", "layout", "scale", "channels", "on_error", "max_pixels", "max_file_bytes",
-         "resize", "center_crop", "format", "image_key", "allow_missing_chunks")
+         "resize", "center_crop", "format", "image_key", "allow_missing_chunks",
+         "storage_options", "nodata")
 
 
 def _add(options: list[Callable[[Any], Any]]) -> Callable[[Callable[..., Any]], Any]:
@@ -47,7 +49,8 @@ read_flags = _add([
                  help="Array layout (default: detected; see the docs)."),
     click.option("--scale", type=float, default=None,
                  help="Divide reported values by this (default: 255 for 8-bit, 65535 for "
-                      "16-bit, 1 for float)."),
+                      "16-bit, 1 for float and for TIFF rasters deeper than 8 bits or of "
+                      "more than 4 bands)."),
     click.option("--channels", default=None, help="Channel names, comma separated."),
     click.option("--on-error", type=click.Choice(("skip", "fail"), case_sensitive=False),
                  default="skip", show_default=True,
@@ -63,13 +66,22 @@ read_flags = _add([
                  help="Statistics after torchvision CenterCrop(N) (after --resize)."),
     click.option("--format", default=None,
                  help="Dataset file format (idx, cifar10-bin, cifar100-bin, cifar-python, tar, "
-                      "npz, parquet, image, ...; default: detected from content and name)."),
+                      "npz, parquet, arrow, image, ...; default: detected from content and name)."),
     click.option("--image-key", default=None,
-                 help="The image field of dict items, or the image column of Parquet files "
-                      "that have several."),
+                 help="The image field of dict items, or the image column of Parquet and "
+                      "Arrow files and Hugging Face datasets that have several."),
     click.option("--allow-missing-chunks", is_flag=True, default=False,
                  help="Read the chunks a zarr store lacks as its fill value (and say how "
                       "many images that made) instead of refusing the store."),
+    click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+                 help="An argument of the fsspec filesystem of a URL (repeatable): "
+                      "key=..., secret=..., endpoint_url=http://host:9000 for an "
+                      "S3-compatible store, anon=true; a dotted KEY is nested "
+                      "(client_kwargs.region_name=...); true/false and numbers are typed."),
+    click.option("--nodata", default=None, metavar="VALUE",
+                 help="Value of missing measurements, left out band by band (nan, -9999; "
+                      "default: a TIFF's GDAL_NODATA tag under --mode keep, NaN in float "
+                      "rasters)."),
 ])
 
 run_flags = _add([
@@ -96,12 +108,28 @@ analysis_flags = _add([
     click.option("--precision", type=float, default=None,
                  help="Double the sample until every 95% half-width is below this."),
     click.option("--percentiles", is_flag=True,
-                 help="Also the exact 0.5th/99.5th percentiles (integer images; one decode, "
-                      "no record cache)."),
+                 help="Also the exact 0.5th/99.5th and 2nd/98th percentiles (integer "
+                      "images; one decode, no record cache)."),
     click.option("--by-folder", is_flag=True,
                  help="Also statistics per immediate sub-folder (classes, splits)."),
     click.option("--outliers", is_flag=True,
                  help="Also list unusual images: extreme mean or std, blank, grayscale."),
+    click.option("--covariance", is_flag=True,
+                 help="Also the channel covariance, correlation and principal axes (exact "
+                      "for integer images; cached; see docs/covariance.md)."),
+    click.option("--mean-image", type=click.Path(dir_okay=False, path_type=str), default=None,
+                 metavar="FILE.npy",
+                 help="Also write the mean image (the mean of every pixel position, images "
+                      "of one size after --resize/--center-crop) to FILE.npy: float64 "
+                      "(H, W, C), channels in the report's order, in the reported scale (one "
+                      "decode, no record cache)."),
+    click.option("--mean-image-std", type=click.Path(dir_okay=False, path_type=str),
+                 default=None, metavar="FILE.npy",
+                 help="Also write the per-position std over images to FILE.npy (as "
+                      "--mean-image)."),
+    click.option("--overwrite", is_flag=True,
+                 help="Replace the --mean-image/--mean-image-std files if they exist "
+                      "(default: refuse)."),
 ])
 
 cache_flags = _add([
@@ -140,11 +168,52 @@ def check_compute_arguments(arguments: dict[str, Any]) -> None:
     from normstats.errors import InvalidOptionError
 
     checked = ("sample", "seed", "precision", "percentiles", "by_folder", "outliers", "cache",
-               "verify_cache", "workers", "scheduler", "local_cluster", "threads_per_worker")
+               "verify_cache", "workers", "scheduler", "local_cluster", "threads_per_worker",
+               "covariance")
+    given = {name: arguments[name] for name in checked if name in arguments}
+    given["mean_image"] = bool(arguments.get("mean_image") or arguments.get("mean_image_std"))
     try:
-        check_arguments(**{name: arguments[name] for name in checked if name in arguments})
+        check_arguments(**given)
     except InvalidOptionError as error:
         raise click.UsageError(str(error)) from None
+
+
+#: The flags that name a file for an array of the result, and what each array is.
+MEAN_IMAGE_FILES = {"mean_image": "mean image", "mean_image_std": "per-position std"}
+
+
+def mean_image_files(arguments: dict[str, Any], overwrite: bool) -> dict[str, str]:
+    """The files of ``--mean-image`` and ``--mean-image-std``, checked before any work; in
+    ``arguments`` each flag becomes the library's ``mean_image=True`` (or False)."""
+    from normstats_cli.written_files import check_new_file
+
+    files = {name: arguments[name] for name in MEAN_IMAGE_FILES if arguments.get(name)}
+    if len(set(files.values())) < len(files):
+        raise click.UsageError("--mean-image and --mean-image-std name the same file")
+    for path in files.values():
+        check_new_file(path, overwrite)
+    for name in MEAN_IMAGE_FILES:
+        arguments[name] = name in files
+    return files
+
+
+def write_mean_images(stats: Any, files: dict[str, str]) -> None:
+    """Write each asked array of ``stats`` to its ``.npy`` file (the exact name given)."""
+    import numpy as np
+
+    from normstats.results.text_report import printable
+    from normstats_cli.written_files import write_with
+
+    def save(array: Any, path: str) -> None:
+        with open(path, "wb") as handle:  # np.save(path) would add ".npy" to other names
+            np.save(handle, array, allow_pickle=False)
+
+    for name, path in files.items():
+        array = getattr(stats, name)
+        write_with(lambda p, a=array: save(a, p), path)
+        click.echo(f"normstats: {MEAN_IMAGE_FILES[name]} {'×'.join(map(str, array.shape))} "
+                   f"float64 (H, W, C; channels {', '.join(stats.channels)}; pixels divided by "
+                   f"{stats.scale:g}) written to {printable(path)}", err=True)
 
 
 def render_result(stats: Any, variant: str, as_json: bool, to: str | None, bgr: bool) -> str:
@@ -161,13 +230,20 @@ def render_result(stats: Any, variant: str, as_json: bool, to: str | None, bgr: 
         return render_export(stats, to, variant, bgr, banner[0] if banner else "")
     lines = banner[:1] + [render_report(stats, variant)] + ([""] + banner[1:] if banner else [])
     if stats.percentiles is not None:
-        lines += ["", "robust range for min-max scaling (exact 0.5th / 99.5th percentiles):"]
-        lines += [f"  {name}: {low:.4f} .. {high:.4f}" for name, low, high in
-                  zip(stats.channels, stats.percentiles["p0.5"], stats.percentiles["p99.5"])]
+        lines += ["", "robust range for min-max scaling (exact 0.5th / 99.5th percentiles; "
+                      "2nd / 98th to clip rasters by):"]
+        p = stats.percentiles
+        lines += [f"  {name}: {low:.4f} .. {high:.4f}   (2-98: {p2:.4f} .. {p98:.4f})"
+                  for name, low, high, p2, p98 in
+                  zip(stats.channels, p["p0.5"], p["p99.5"], p["p2"], p["p98"])]
     if stats.by_folder is not None:
         lines += [""] + render_by_folder(stats.by_folder)
     if stats.outliers is not None:
         lines += [""] + render_outliers(stats.outliers)
+    if stats.covariance is not None:
+        from normstats.results.text_report import render_covariance
+
+        lines += [""] + render_covariance(stats)
     return "\n".join(lines)
 
 

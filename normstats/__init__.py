@@ -28,6 +28,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from normstats.errors import (
+    AccessError,
     EmptyDatasetError,
     IncompatibleImagesError,
     InvalidOptionError,
@@ -39,7 +40,9 @@ from normstats.errors import (
 )
 
 if TYPE_CHECKING:
+    from normstats.analyses.compare import Comparison, compare
     from normstats.analyses.compute import compute
+    from normstats.analyses.patches import patch_covariance
     from normstats.engine.dask.images import images
     from normstats.engine.dask.records import ImageRecords, records, reduce, reduce_lazy
     from normstats.maths.fused import kernel_info
@@ -52,6 +55,9 @@ __version__ = "0.1.0"
 #: Public name -> the module that defines it, imported on first use.
 _LAZY = {
     "compute": "normstats.analyses.compute",
+    "patch_covariance": "normstats.analyses.patches",
+    "compare": "normstats.analyses.compare",
+    "Comparison": "normstats.analyses.compare",
     "ReadOptions": "normstats.sources.options",
     "images": "normstats.engine.dask.images",
     "records": "normstats.engine.dask.records",
@@ -66,6 +72,9 @@ _LAZY = {
 
 __all__ = [
     "compute",
+    "patch_covariance",
+    "compare",
+    "Comparison",
     "images",
     "records",
     "reduce",
@@ -82,6 +91,7 @@ __all__ = [
     "UnreadableInputError",
     "RefusedInputError",
     "TransientInputError",
+    "AccessError",
     "SkipKind",
     "kernel_info",
     "__version__",

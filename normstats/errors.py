@@ -21,6 +21,7 @@ __all__ = [
     "UnreadableInputError",
     "RefusedInputError",
     "TransientInputError",
+    "AccessError",
     "InvalidOptionError",
     "SkipKind",
     "input_error",
@@ -55,6 +56,11 @@ class SkipKind(enum.StrEnum):
     DUPLICATE
         Another name (a link, a path given twice) of an input already read: read once, not
         an error, and never a reason to stop with ``on_error="fail"``.
+    ACCESS
+        A store listed it but would not serve it: access denied (HTTP 403), credentials
+        refused, the store unreachable. Not a verdict on the input, never cached, and never
+        skipped quietly: the run reads the rest, then fails naming how many and one of them
+        (a permission problem is not a bad image).
 
     Examples
     --------
@@ -66,6 +72,7 @@ class SkipKind(enum.StrEnum):
     REFUSED = "refused"
     TRANSIENT = "transient"
     DUPLICATE = "duplicate"
+    ACCESS = "access"
 
 
 class NormstatsError(ValueError):
@@ -135,8 +142,22 @@ class TransientInputError(UnreadableInputError):
     kind = SkipKind.TRANSIENT
 
 
+class AccessError(UnreadableInputError):
+    """An input its store listed but would not serve (access denied, credentials refused,
+    the store unreachable): the run fails, after reading the rest, naming how many.
+
+    Examples
+    --------
+    >>> AccessError("access denied by the store", "s3://bucket/a.png").kind
+    <SkipKind.ACCESS: 'access'>
+    """
+
+    kind = SkipKind.ACCESS
+
+
 _ERROR_OF_KIND: dict[SkipKind, type[UnreadableInputError]] = {
-    SkipKind.REFUSED: RefusedInputError, SkipKind.TRANSIENT: TransientInputError}
+    SkipKind.REFUSED: RefusedInputError, SkipKind.TRANSIENT: TransientInputError,
+    SkipKind.ACCESS: AccessError}
 
 
 def input_error(kind: SkipKind, reason: str, path: str | None = None) -> UnreadableInputError:

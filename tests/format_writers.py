@@ -1,4 +1,5 @@
-"""Write small datasets in the official layouts of MNIST, CIFAR, WebDataset and .npz.
+"""Write small datasets in the official layouts of MNIST, CIFAR, WebDataset, .npz and
+Hugging Face datasets.
 
 Imported by the format tests with `load_writers()` (tests have no packages here).
 """
@@ -67,6 +68,27 @@ def png_bytes(pixels: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, "PNG")
     return buffer.getvalue()
+
+
+def hf_dataset(rgb: np.ndarray):
+    """A Hugging Face ``Dataset`` (in memory) of the images as PNG bytes in an ``Image``
+    column, beside a label column."""
+    import datasets
+
+    cells = [{"bytes": png_bytes(pixels), "path": None} for pixels in rgb]
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    return datasets.Dataset.from_dict({"image": cells, "label": [i % 3 for i in range(len(rgb))]},
+                                      features=features)
+
+
+def write_arrow(path: Path, rgb: np.ndarray) -> Path:
+    """A Hugging Face ``.arrow`` file (an Arrow IPC stream, record batches of 5 rows)."""
+    import pyarrow as pa
+
+    table = hf_dataset(rgb).data.table
+    with pa.ipc.new_stream(str(path), table.schema) as writer:
+        writer.write_table(table, max_chunksize=5)
+    return path
 
 
 def write_tar(path: Path, rgb: np.ndarray, compressed: bool = False) -> Path:

@@ -43,6 +43,19 @@ def exact_stats(images: list[np.ndarray], scale: int | float = 1) -> dict[str, l
     return out
 
 
+def integer_mean_std(images: list[np.ndarray], scale: int) -> tuple[list[float], list[float]]:
+    """Pooled mean and std per channel of integer (H, W, C) images from Python-int sums of x
+    and x² over every pixel: mean = Σx / n, variance = (n·Σx² − (Σx)²) / n², each rounded
+    once (what normstats must give bit for bit)."""
+    means, stds = [], []
+    for c in range(images[0].shape[2]):
+        values = [v for image in images for v in image[:, :, c].ravel().tolist()]
+        n, total, squares = len(values), sum(values), sum(v * v for v in values)
+        means.append(float(Fraction(total, n * scale)))
+        stds.append(math.sqrt(float(Fraction(n * squares - total * total, n * n * scale**2))))
+    return means, stds
+
+
 def _variance(values: list[Fraction]) -> tuple[Fraction, int]:
     n = len(values)
     mean = sum(values) / n
@@ -69,3 +82,36 @@ NUMERIC_FIELDS = ("channels", "mean", "std", "std_ddof1", "per_image_std", "per_
 def numbers(stats) -> dict:
     """The statistics of a DatasetStats, without where they came from (source, mode)."""
     return {name: getattr(stats, name) for name in NUMERIC_FIELDS}
+
+
+def exact_mean_image(images: np.ndarray, scale: int | float = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The mean image and per-position population std of (N, H, W, C) images, from exact
+    rational arithmetic: the mean is the exact fraction rounded once, the std the square
+    root of the exactly rounded variance (as the pooled std)."""
+    scale = Fraction(scale)
+    count = len(images)
+    values = images.reshape(count, -1)
+    means, stds = [], []
+    for column in values.T:
+        exact = [Fraction(v) for v in column.tolist()]
+        total = sum(exact, Fraction(0))
+        mean = total / count
+        variance = sum(((v - mean) ** 2 for v in exact), Fraction(0)) / count
+        means.append(float(mean / scale))
+        stds.append(math.sqrt(float(variance / (scale * scale))))
+    shape = images.shape[1:]
+    return np.array(means).reshape(shape), np.array(stds).reshape(shape)
+
+
+def exact_covariance(images: list[np.ndarray], scale: int | float = 1,
+                     ddof: int = 0) -> list[list[float]]:
+    """The pooled C×C channel covariance of (H, W, C) images over every pixel, from exact
+    fractions of the pixel values, each entry rounded once."""
+    channels = images[0].shape[2]
+    pixels = np.concatenate([image.reshape(-1, channels) for image in images])
+    columns = [[Fraction(v) for v in pixels[:, c].tolist()] for c in range(channels)]
+    n = len(columns[0])
+    means = [sum(column) / n for column in columns]
+    factor = Fraction(scale) ** 2
+    return [[float(sum((a - means[c]) * (b - means[d]) for a, b in zip(columns[c], columns[d]))
+                   / (n - ddof) / factor) for d in range(channels)] for c in range(channels)]

@@ -10,6 +10,7 @@ import pytest
 
 import normstats
 from normstats.errors import (
+    AccessError,
     EmptyDatasetError,
     IncompatibleImagesError,
     InvalidOptionError,
@@ -22,7 +23,7 @@ from normstats.errors import (
 )
 
 ERRORS = (NormstatsError, EmptyDatasetError, IncompatibleImagesError, UnreadableInputError,
-          RefusedInputError, TransientInputError, InvalidOptionError)
+          RefusedInputError, TransientInputError, AccessError, InvalidOptionError)
 
 
 def _raise(cls: type[NormstatsError]) -> None:
@@ -49,11 +50,12 @@ def test_each_kind_has_its_type_and_the_types_are_unreadable_inputs():
     made = {kind: input_error(kind, "why", "x.png") for kind in SkipKind}
     assert {kind: type(error) for kind, error in made.items()} == {
         SkipKind.UNREADABLE: UnreadableInputError, SkipKind.REFUSED: RefusedInputError,
-        SkipKind.TRANSIENT: TransientInputError, SkipKind.DUPLICATE: UnreadableInputError}
+        SkipKind.TRANSIENT: TransientInputError, SkipKind.DUPLICATE: UnreadableInputError,
+        SkipKind.ACCESS: AccessError}
     assert all(isinstance(e, UnreadableInputError) and str(e) == "x.png: why"
                for e in made.values())
-    assert [made[k].kind for k in (SkipKind.REFUSED, SkipKind.TRANSIENT)] == \
-        [SkipKind.REFUSED, SkipKind.TRANSIENT]
+    assert [made[k].kind for k in (SkipKind.REFUSED, SkipKind.TRANSIENT, SkipKind.ACCESS)] == \
+        [SkipKind.REFUSED, SkipKind.TRANSIENT, SkipKind.ACCESS]
 
 
 def test_the_kind_is_never_read_from_the_wording():
@@ -63,5 +65,5 @@ def test_the_kind_is_never_read_from_the_wording():
 
 
 def test_the_kinds_and_their_errors_are_public():
-    for name in ("SkipKind", "RefusedInputError", "TransientInputError"):
+    for name in ("SkipKind", "RefusedInputError", "TransientInputError", "AccessError"):
         assert name in normstats.__all__ and getattr(normstats, name) is globals()[name]

@@ -5,5 +5,6 @@ the command line as an argument (sampling, percentiles, per-folder statistics, o
 a local cluster). Takes `DatasetStats` and per-image records and gives: comparisons of datasets
 (`compare`, `plots`), published constants checked against computed ones (`manifests`,
 `verify`), estimates from samples (`sampling`, `sampling_run`), the feature-scaling
-condition report (`conditioning`), and by-folder and outlier reports (`record_reports`).
+condition report (`conditioning`, with the channel covariance's), by-folder and outlier
+reports (`record_reports`), and the exact covariance of image patches (`patches`).
 """

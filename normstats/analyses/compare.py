@@ -1,34 +1,47 @@
-"""Several datasets side by side: pooled against per-image std, and why they differ.
+"""Several datasets side by side: pooled against per-image std, and how far each one is
+from the first.
 
-`Compared` pairs a dataset's `DatasetStats` with what plots need (per-image stds
-and, for integer images, the exact pixel histogram). `comparison_rows` is the table
-(one row per dataset and channel), `render_comparison` the text and `comparison_json`
-the same numbers as JSON. The explanation rests on the law of total variance: the
-pooled variance is the pixel-weighted mean of the per-image variances plus the
-pixel-weighted variance of the per-image means, so the per-image std leaves out how
-images differ. `BetweenShare` computes the second part's share exactly from the records.
+`compare` computes every dataset (paths, manifest names, arrays: anything
+`normstats.compute` reads) and returns a `Comparison`: its ``rows`` (one dict per dataset
+and channel), ``to_json()``, the text table as ``str()``, and ``plot(path)``. Each row
+holds, in the reported scale:
+
+- ``mean``, ``std`` (pooled), ``per_image_std`` and ``per_image_std_ddof1``: see
+  `normstats.DatasetStats`;
+- ``ratio`` = per_image_std / std;
+- ``between`` = Σ_i n_i·(μ_i − μ)² / Σ (x − μ)²: the share of the pooled variance that
+  comes from differences between image means, each image weighted by its pixel count n_i
+  (law of total variance: σ² = Σ_i (n_i/n)·σ_i² + Σ_i (n_i/n)·(μ_i − μ)²), exact from the
+  records (`BetweenShare`);
+- ``mean_vs_first`` = (mean − mean₁) / std₁ and ``std_vs_first`` = std / std₁, with mean₁
+  and std₁ the first dataset's: this dataset normalized with the first one's constants
+  (0 and 1 when they agree).
+
+`Compared` pairs a dataset's `DatasetStats` with its per-image stds (for the plot).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
+from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.maths.exact import FIXED_BITS, fixed_sum, int64_sum
-from normstats.maths.histogram import Histogram
 from normstats.maths.moments import FloatMoments
 from normstats.maths.records import IntegerRecords, Records
 from normstats.results.stats import DatasetStats
+from normstats.sources.options import ReadArguments, ReadOptions, read_options
 
-__all__ = ["Compared", "comparison_rows", "render_comparison", "comparison_json",
-           "BetweenShare", "between_image_share", "per_image_stds", "difference_rows",
-           "EXPLANATION"]
+__all__ = ["compare", "Comparison", "Compared", "comparison_rows", "render_comparison",
+           "comparison_json", "BetweenShare", "between_image_share", "per_image_stds",
+           "difference_rows", "EXPLANATION"]
 
 EXPLANATION = (
     "Why they differ: the pooled std measures every pixel around the dataset mean, so it "
@@ -43,21 +56,25 @@ EXPLANATION = (
     "sizes the per-image std weighs a small image like a large one, so the ratio can "
     "pass 1. Normalize with "
     "the pooled std to give the inputs unit variance over the dataset; the per-image "
-    "std is what per-image standardization (or a published per-image constant) uses.")
+    "std is what per-image standardization (or a published per-image constant) uses. "
+    "'mean vs 1st' is (mean − the first dataset's mean) / the first's pooled std and "
+    "'std vs 1st' is pooled std / the first's pooled std: each dataset normalized with the "
+    "first one's constants, 0 and 1 when they agree.")
 
-_COLUMNS = ("mean", "std", "per_image_std", "per_image_std_ddof1", "ratio", "between")
+_COLUMNS = ("mean", "std", "per_image_std", "per_image_std_ddof1", "ratio", "between",
+            "mean_vs_first", "std_vs_first")
 _TITLES = ("mean", "pooled std", "per-image std", "per-image ddof1", "per-image/pooled",
-           "between")
+           "between", "mean vs 1st", "std vs 1st")
 
 
 @dataclass(frozen=True)
 class Compared:
-    """One dataset of a comparison: its name, statistics and optional plot data."""
+    """One dataset of a comparison: its name, statistics, the between-image share per
+    channel and, for the plot, every image's population std (N, C) in the reported scale."""
 
     name: str
     stats: DatasetStats
     per_image_std: np.ndarray | None = field(default=None, compare=False)
-    histogram: Histogram | None = field(default=None, compare=False)
     between: tuple[float | None, ...] | None = None
 
 
@@ -183,20 +200,34 @@ def _pairwise_sum(values: list[Fraction]) -> Fraction:
 
 
 def comparison_rows(entries: list[Compared]) -> list[dict[str, Any]]:
-    """One dict per dataset and channel with every compared number (None if undefined)."""
+    """One dict per dataset and channel with every compared number (None if undefined).
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> a = normstats.compute(np.array([0, 255], np.uint8).reshape(2, 1, 1, 1))
+    >>> b = normstats.compute(np.array([0, 51], np.uint8).reshape(2, 1, 1, 1))
+    >>> row = comparison_rows([Compared("a", a), Compared("b", b)])[1]
+    >>> row["mean"], row["std"], row["mean_vs_first"], row["std_vs_first"]
+    (0.1, 0.1, -0.8, 0.2)
+    """
+    first = entries[0].stats if entries else None
     rows = []
     for entry in entries:
         s = entry.stats
         between = entry.between
         for c, channel in enumerate(s.channels):
             pis = s.per_image_std[c] if s.per_image_std is not None else None
+            scale = first.std[c] if c < len(first.std) and first.std[c] > 0 else None
             rows.append({
                 "dataset": entry.name, "channel": channel, "mean": s.mean[c], "std": s.std[c],
                 "per_image_std": pis,
                 "per_image_std_ddof1": (s.per_image_std_ddof1[c]
                                         if s.per_image_std_ddof1 is not None else None),
                 "ratio": pis / s.std[c] if pis is not None and s.std[c] > 0 else None,
-                "between": between[c] if between is not None else None})
+                "between": between[c] if between is not None else None,
+                "mean_vs_first": (s.mean[c] - first.mean[c]) / scale if scale else None,
+                "std_vs_first": s.std[c] / scale if scale else None})
     return rows
 
 
@@ -232,34 +263,19 @@ def difference_rows(entries: list[Compared]) -> list[dict[str, Any]]:
     return rows
 
 
-def _render_differences(entries: list[Compared]) -> list[str]:
-    rows = difference_rows(entries)
+def _verdict(entries: list[Compared]) -> list[str]:
+    """One sentence on the dataset farthest from the first, normalized with its constants."""
+    rows = [r for r in difference_rows(entries) if r["b_mean_under_a"] is not None]
     if not rows:
         return []
     a = entries[0].name
-    titles = ("mean A−B", "mean A/B", "std A−B", "std A/B", "B mean under A", "B std under A")
-    keys = ("mean_diff", "mean_ratio", "std_diff", "std_ratio", "b_mean_under_a",
-            "b_std_under_a")
-    name_w = max(7, *(len(r["b"]) for r in rows))
-    chan_w = max(7, *(len(r["channel"]) for r in rows))
-    widths = [max(8, len(t)) for t in titles]
-    lines = [f"A = {a}; each other dataset is B (pooled std; 'under A': B normalized with "
-             "A's constants, 0 and 1 when they agree):",
-             f"{'B':<{name_w}}  {'channel':<{chan_w}}" +
-             "".join(f"  {t:>{w}}" for t, w in zip(titles, widths))]
-    for r in rows:
-        lines.append(f"{r['b']:<{name_w}}  {r['channel']:<{chan_w}}" +
-                     "".join(f"  {_cell(r[k], w)}" for k, w in zip(keys, widths)))
-    worst = max(rows, key=lambda r: abs(r["b_mean_under_a"] or 0.0))
-    if worst["b_mean_under_a"] is not None:
-        lines.append(
-            f"Using {a}'s constants on {worst['b']} leaves its channel {worst['channel']} "
-            f"at mean {worst['b_mean_under_a']:+.3f} and std {worst['b_std_under_a']:.3f} "
-            "instead of 0 and 1: " + ("close enough to share one set of constants."
-                                     if abs(worst["b_mean_under_a"]) < 0.1 and
-                                     abs(worst["b_std_under_a"] - 1) < 0.1 else
-                                     "compute constants for the data the model will see."))
-    return [""] + lines
+    worst = max(rows, key=lambda r: abs(r["b_mean_under_a"]))
+    close = abs(worst["b_mean_under_a"]) < 0.1 and abs(worst["b_std_under_a"] - 1) < 0.1
+    return ["", f"Using {a}'s constants on {worst['b']} leaves its channel {worst['channel']} "
+                f"at mean {worst['b_mean_under_a']:+.3f} and std {worst['b_std_under_a']:.3f} "
+                "instead of 0 and 1: " + ("close enough to share one set of constants."
+                                         if close else
+                                         "compute constants for the data the model will see.")]
 
 
 def _cell(value: float | None, width: int) -> str:
@@ -277,7 +293,7 @@ def render_comparison(entries: list[Compared]) -> str:
     >>> s = normstats.compute(np.zeros((2, 2, 2, 1), np.uint8))
     >>> print(render_comparison([Compared("zeros", s)]).splitlines()[0].split())
     ['dataset', 'channel', 'mean', 'pooled', 'std', 'per-image', 'std', 'per-image', 'ddof1', \
-'per-image/pooled', 'between']
+'per-image/pooled', 'between', 'mean', 'vs', '1st', 'std', 'vs', '1st']
     """
     rows = comparison_rows(entries)
     name_w = max(7, *(len(r["dataset"]) for r in rows))
@@ -292,7 +308,7 @@ def render_comparison(entries: list[Compared]) -> str:
     lines += [f"{e.name}: {e.stats.images:,} images, {e.stats.dtype}, scale {e.stats.scale:g}, "
               f"mode {e.stats.mode}" + (f", {len(e.stats.skipped)} input(s) skipped"
                                         if e.stats.skipped else "") for e in entries]
-    return "\n".join(lines + _render_differences(entries) + ["", EXPLANATION])
+    return "\n".join(lines + _verdict(entries) + ["", EXPLANATION])
 
 
 def comparison_json(entries: list[Compared]) -> str:
@@ -301,3 +317,133 @@ def comparison_json(entries: list[Compared]) -> str:
                        "differences": difference_rows(entries),
                        "datasets": {e.name: e.stats.to_dict() for e in entries},
                        "explanation": EXPLANATION}, indent=2)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Datasets side by side: what `compare` returns.
+
+    ``rows`` (one dict per dataset and channel, the keys of the module docstring) and
+    ``differences`` (each later dataset against the first) are plain lists of dicts, ready
+    for ``pandas.DataFrame(comparison.rows)``; ``str()`` is the command line's table.
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> a = np.array([0, 255], np.uint8).reshape(2, 1, 1, 1)
+    >>> c = normstats.compare({"a": a, "b": a // 5})
+    >>> [(r["dataset"], r["std"], r["std_vs_first"]) for r in c.rows]
+    [('a', 0.5, 1.0), ('b', 0.1, 0.2)]
+    """
+
+    entries: tuple[Compared, ...]
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return comparison_rows(list(self.entries))
+
+    @property
+    def differences(self) -> list[dict[str, Any]]:
+        return difference_rows(list(self.entries))
+
+    def to_json(self) -> str:
+        """The rows, the differences and each dataset's full statistics, as JSON."""
+        return comparison_json(list(self.entries))
+
+    def plot(self, path: str | os.PathLike) -> str:
+        """Draw the comparison figure to ``path`` (`normstats.analyses.plots`)."""
+        from normstats.analyses.plots import plot_comparison  # matplotlib: only when drawn
+
+        return plot_comparison(list(self.entries), path)
+
+    def __str__(self) -> str:
+        return render_comparison(list(self.entries))
+
+
+def compare(datasets: Sequence[Any] | Mapping[str, Any], *, root: str | os.PathLike | None = None,
+            options: ReadOptions | None = None, workers: int | None = None,
+            scheduler: Any = None, cache: str | os.PathLike | bool | None = None,
+            **read: Unpack[ReadArguments]) -> Comparison:
+    """Compute several datasets and compare them: pooled and per-image std, their ratio, the
+    between-image share of the variance, and each one's distance from the first.
+
+    Parameters
+    ----------
+    datasets : sequence or mapping
+        What `normstats.compute` reads (folders, files, globs, arrays, ...), or names of
+        shipped manifests (``cifar10-train``), whose files are under ``root``; a mapping
+        names each dataset (default: the path, the manifest's name, or ``dataset N``).
+    root : str or os.PathLike, optional
+        The folder holding the files of datasets given as manifest names.
+    options, **read
+        How every dataset is read (`normstats.ReadOptions`), as in `normstats.compute`.
+    workers, scheduler, cache
+        As in `normstats.compute`.
+
+    Returns
+    -------
+    Comparison
+        ``rows``, ``differences``, ``to_json()``, ``plot(path)``; ``str()`` is the table.
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> rng = np.random.default_rng(0)
+    >>> bright = rng.integers(100, 256, (20, 4, 4, 3), dtype=np.uint8)
+    >>> c = normstats.compare([bright, bright // 2, bright[::2]])
+    >>> [round(r["mean_vs_first"], 2) for r in c.rows if r["channel"] == "c0"]
+    [0.0, -2.0, -0.03]
+    """
+    options = read_options(options, dict(read))
+    named = datasets.items() if isinstance(datasets, Mapping) else \
+        ((None, data) for data in datasets)
+    entries = tuple(_compared(data, name, index, root, options,
+                              {"workers": workers, "scheduler": scheduler, "cache": cache})
+                    for index, (name, data) in enumerate(named))
+    if not entries:
+        raise InvalidOptionError("compare needs at least one dataset")
+    return Comparison(entries)
+
+
+def _compared(data: Any, name: str | None, index: int, root: str | os.PathLike | None,
+              options: ReadOptions, run: dict[str, Any]) -> Compared:
+    """One dataset computed, with its exact between-image share and per-image stds."""
+    from normstats.analyses.compute import compute
+
+    data, options, label = _resolve(data, root, options)
+    share, stds = BetweenShare(), []
+
+    def collect(result: Any) -> None:
+        share(result)
+        if result.records is not None:
+            stds.append(np.sqrt(result.records.image_variance(0)))
+
+    stats = compute(data, options=options, on_result=collect, **run)
+    per_image = None
+    if stats.kind == "images" and sum(len(s) for s in stds) == stats.images:
+        per_image = np.concatenate(stds) / stats.scale
+    return Compared(name or label or f"dataset {index + 1}", stats, per_image,
+                    share.shares(stats.images))
+
+
+def _resolve(data: Any, root: str | os.PathLike | None,
+             options: ReadOptions) -> tuple[Any, ReadOptions, str | None]:
+    """What to compute for a dataset: a path as it is; a manifest name, its source under
+    ``root`` with the options it is read with; and the name to show."""
+    if not isinstance(data, str | os.PathLike):
+        return data, options, None
+    from normstats.sources.path_patterns import is_pattern
+
+    spec = os.fspath(data)
+    if os.path.exists(spec) or is_pattern(spec):  # a glob or brace range: the paths it names
+        return spec, options, spec
+    from normstats.analyses.manifests import load_manifest, open_manifest_source, verify_checksums
+
+    manifest = load_manifest(spec)
+    if root is None:
+        raise NormstatsError(f"{spec} is a manifest name: give the folder holding its files "
+                             "with root= (--root)")
+    verify_checksums(manifest, os.fspath(root))
+    reported = options.with_changes(channels=options.channels or manifest.source.channels,
+                                    resize=None, center_crop=None)  # the source has them
+    return open_manifest_source(manifest, os.fspath(root), options), reported, manifest.name

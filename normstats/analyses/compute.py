@@ -33,6 +33,8 @@ def compute(data: Any, *, options: ReadOptions | None = None,
             verify_cache: int | str | None = None,
             sample: int | None = None, seed: int | None = None, precision: float | None = None,
             percentiles: bool = False, by_folder: bool = False, outliers: bool = False,
+            mean_image: bool = False, mean_image_std: bool = False,
+            covariance: bool = False,
             local_cluster: bool = False, threads_per_worker: int | None = None,
             **read: Unpack[ReadArguments]) -> DatasetStats:
     """Exact per-channel normalization constants of a dataset, in every variant.
@@ -43,15 +45,21 @@ def compute(data: Any, *, options: ReadOptions | None = None,
         A folder of images, a ``.npy`` file, a zarr array (path or object), an array;
         a map-style dataset (``__len__`` and ``__getitem__``: a PyTorch ``Dataset``,
         ``Subset``, ``ConcatDataset``, a list of arrays) read by index in parallel tasks;
-        a ``DataLoader`` (its batches split into images); or any iterable of images,
-        ``(image, label)`` tuples or dicts. PIL images are converted to ``mode``.
-        A Dask array (or an xarray ``DataArray`` backed by one) is reduced as a Dask
-        reduction on its own graph: its blocks are reduced where they are (see
-        ``docs/dask.md``); ``scheduler`` then runs that graph.
+        a ``DataLoader`` (its batches split into images, its items read as they are with
+        ``batch_size=None``); or any iterable of images, ``(image, label)`` tuples or
+        dicts, or of batches of them (``batched``). PIL images are converted to ``mode``;
+        arrays and tensors are read by their shape (`normstats.sources.items`). An xarray
+        ``DataArray`` gives its layout by its dimension names and its channel names by
+        its band coordinate (`normstats.sources.labelled`). A Dask array (or a
+        ``DataArray`` backed by one) is reduced as a Dask reduction on its own graph: its
+        blocks are reduced where they are (see ``docs/dask.md``); ``scheduler`` then runs
+        that graph.
     options : ReadOptions, optional
         How the data is read and reported: ``mode``, ``layout``, ``scale``, ``channels``,
         ``on_error``, ``max_pixels``, ``max_file_bytes``, ``resize``, ``center_crop``,
-        ``format``, ``image_key``, ``allow_missing_chunks`` (see `normstats.ReadOptions`).
+        ``format``, ``image_key``, ``allow_missing_chunks``, ``batched``,
+        ``storage_options`` (credentials and endpoint of a URL's store; see
+        `normstats.ReadOptions`).
     **read
         The same options as keyword arguments (``compute(x, mode="L")``); beside
         ``options`` they replace its fields.
@@ -68,7 +76,8 @@ def compute(data: Any, *, options: ReadOptions | None = None,
     on_result : callable, optional
         Called with each task's `TaskResult` (records and skipped inputs) in this process.
     cache : str, os.PathLike or bool, optional
-        Per-image record cache for folders (see ``docs/cache.md``): a directory, True for
+        Per-image record cache for folders, on disk or behind a URL (objects keyed by
+        their ETag or version id; see ``docs/cache.md``): a directory, True for
         the default location, False for none. None (default) uses one only when
         ``$NORMSTATS_CACHE`` names a directory: a library call never writes to the home
         directory unless asked. ``stats.images_cached`` / ``images_decoded`` tell what
@@ -96,6 +105,20 @@ def compute(data: Any, *, options: ReadOptions | None = None,
     outliers : bool
         Also ``stats.outliers``: images with an extreme mean or std, blank images, and
         grayscale images stored as RGB.
+    mean_image : bool
+        Also ``stats.mean_image``: the per-position mean over images of one size (after
+        ``resize`` and ``center_crop``), a float64 (H, W, C) array in the reported scale,
+        exact for integer images (see ``docs/mean_image.md``). Every image is decoded:
+        the record cache holds no pixels.
+    covariance : bool
+        Also ``stats.covariance``, ``stats.covariance_ddof1`` and ``stats.correlation``:
+        the C×C channel covariance (d×d for vectors, of the rows with every feature
+        finite) and correlation in the reported scale, exact for integer images, in the
+        same pass; the record cache keeps what it needs (see ``docs/covariance.md``).
+        ``stats.pca()`` and ``stats.whitening()`` follow from it.
+    mean_image_std : bool
+        Also ``stats.mean_image_std``: the per-position population std over images (and
+        ``stats.mean_image`` with it).
     local_cluster : bool
         Run on a throw-away ``dask.distributed`` cluster of ``workers`` processes on this
         machine (for trying the cluster path; the default local pool is faster).
@@ -106,7 +129,7 @@ def compute(data: Any, *, options: ReadOptions | None = None,
     -------
     DatasetStats
         The constants, and what was asked beside them (``estimate``, ``percentiles``,
-        ``by_folder``, ``outliers``).
+        ``by_folder``, ``outliers``, ``mean_image``, ``mean_image_std``).
 
     Raises
     ------
@@ -127,10 +150,13 @@ def compute(data: Any, *, options: ReadOptions | None = None,
     (20, 100, ('R', 'G', 'B'))
     >>> compute(data, percentiles=True).percentiles["p99.5"][0] * 255
     254.0
+    >>> compute(data, mean_image=True).mean_image.shape
+    (8, 8, 3)
     """
     options = read_options(options, dict(read))
     check_arguments(sample=sample, seed=seed, precision=precision, percentiles=percentiles,
                     by_folder=by_folder, outliers=outliers, cache=cache,
+                    mean_image=mean_image or mean_image_std, covariance=covariance,
                     verify_cache=verify_cache, workers=workers, scheduler=scheduler,
                     local_cluster=local_cluster, threads_per_worker=threads_per_worker)
     run = {"workers": workers, "scheduler": scheduler, "task_size": task_size,
@@ -139,7 +165,9 @@ def compute(data: Any, *, options: ReadOptions | None = None,
         return _on_local_cluster(data, options, run, threads_per_worker, cache=cache,
                                  verify_cache=verify_cache, sample=sample, seed=seed,
                                  precision=precision, percentiles=percentiles,
-                                 by_folder=by_folder, outliers=outliers)
+                                 by_folder=by_folder, outliers=outliers,
+                                 mean_image=mean_image, mean_image_std=mean_image_std,
+                                 covariance=covariance)
     if sample is not None or precision is not None:
         from normstats.analyses.sampling_run import sample_estimate
         from normstats.sources import open_source
@@ -147,28 +175,60 @@ def compute(data: Any, *, options: ReadOptions | None = None,
         return sample_estimate(open_source(data, options=options), sample, seed=seed,
                                precision=precision, scale=options.scale,
                                channels=options.channels, **run)
+    run["covariance"] = covariance
+    pixels = _accumulators(percentiles, mean_image, mean_image_std)
     if not (by_folder or outliers):
-        return _exact(data, options, run, percentiles, cache, verify_cache)
+        return _exact(data, options, run, pixels, cache, verify_cache)
     from normstats.analyses.record_reports import RecordCollector, with_record_reports
 
     collector = RecordCollector()
     stats = _exact(data, options, {**run, "on_result": _both(collector, on_result)},
-                   percentiles, cache, verify_cache)
+                   pixels, cache, verify_cache)
     return with_record_reports(stats, collector.records(), by_folder, outliers)
 
 
-def _exact(data: Any, options: ReadOptions, run: dict[str, Any], percentiles: bool,
+def _accumulators(percentiles: bool, mean_image: bool, mean_image_std: bool
+                  ) -> tuple[str, ...]:
+    """What the pixels themselves are needed for (`normstats.engine.pixel_run`)."""
+    wanted = (("histogram", percentiles), ("mean_image_std", mean_image_std),
+              ("mean_image", mean_image and not mean_image_std))
+    return tuple(name for name, asked in wanted if asked)
+
+
+def _exact(data: Any, options: ReadOptions, run: dict[str, Any], pixels: tuple[str, ...],
            cache: str | os.PathLike | bool | None,
            verify_cache: int | str | None) -> DatasetStats:
-    """Every image read: with the histogram of its pixels, or through the record cache."""
-    if percentiles:
-        from normstats.engine.histogram_run import compute_with_histogram, robust_range
+    """Every image read: with accumulators of its pixels, or through the record cache."""
+    if not pixels:
+        from normstats.engine.compute import compute_stats
 
-        stats, histogram = compute_with_histogram(data, options, **run)
-        return replace(stats, percentiles=robust_range(stats, histogram))
-    from normstats.engine.compute import compute_stats
+        return _covariance_made(compute_stats(data, options, cache=cache,
+                                              verify_cache=verify_cache, **run),
+                                run["covariance"])
+    from normstats.engine.pixel_run import compute_with_pixels
 
-    return compute_stats(data, options, cache=cache, verify_cache=verify_cache, **run)
+    stats, found = compute_with_pixels(data, options, pixels, **run)
+    _covariance_made(stats, run["covariance"])
+    changes: dict[str, Any] = {}
+    if "histogram" in found:
+        from normstats.engine.histogram_run import robust_range
+
+        changes["percentiles"] = robust_range(stats, found["histogram"])
+    totals = found.get("mean_image_std", found.get("mean_image"))
+    if totals is not None:
+        changes["mean_image"], changes["mean_image_std"] = totals.finalize(stats.scale)
+    return replace(stats, **changes)
+
+
+def _covariance_made(stats: DatasetStats, asked: bool) -> DatasetStats:
+    """``stats``, refused when the covariance was asked and not made: never a result
+    silently without it."""
+    if asked and stats.covariance is None:
+        raise InvalidOptionError(
+            "the channel covariance cannot be computed for this data here (it is made "
+            "for images without nodata and for vectors; with --mean-image of a Dask array, "
+            "compute it in a run of its own)")
+    return stats
 
 
 def _both(first: Callable[[TaskResult], None],
@@ -195,6 +255,7 @@ def _on_local_cluster(data: Any, options: ReadOptions, run: dict[str, Any],
 def check_arguments(*, sample: int | None = None, seed: int | None = None,
                     precision: float | None = None, percentiles: bool = False,
                     by_folder: bool = False, outliers: bool = False,
+                    mean_image: bool = False, covariance: bool = False,
                     cache: str | os.PathLike | bool | None = None,
                     verify_cache: int | str | None = None, workers: int | None = None,
                     scheduler: Any = None, local_cluster: bool = False,
@@ -215,11 +276,16 @@ def check_arguments(*, sample: int | None = None, seed: int | None = None,
                                    "--sample/--precision"),
         (sampling and (by_folder or outliers), "--by-folder and --outliers need every "
                                                "image's record: not with --sample/--precision"),
+        (sampling and mean_image, "--mean-image needs every image: not with "
+                                  "--sample/--precision"),
+        (sampling and covariance, "--covariance needs every image: not with "
+                                  "--sample/--precision"),
         (seed is not None and not sampling, "--seed draws a sample: give --sample or "
                                             "--precision with it"),
-        (verify_cache is not None and (sampling or percentiles or cache is False),
+        (verify_cache is not None and (sampling or percentiles or mean_image
+                                       or cache is False),
          "--verify-cache checks the record cache of a plain compute: not with --sample, "
-         "--precision, --percentiles or --no-cache"),
+         "--precision, --percentiles, --mean-image or --no-cache"),
         (threads_per_worker is not None and not local_cluster,
          "--threads-per-worker needs --local-cluster"),
         (local_cluster and scheduler is not None,

@@ -1,4 +1,9 @@
-"""The comparison figure: per-image std distributions and pixel histograms, per channel.
+"""The comparison figure: per channel, each dataset's per-image std beside its pooled std.
+
+One panel per channel, the datasets side by side in each (the same colour in every panel):
+a violin of the per-image population stds (its middle line the mean per-image std), and
+the pooled std as a black bar across it, its value written above. Where the bar stands
+above the violin, images differ from one another more than their pixels vary within them.
 
 matplotlib is an optional extra (``pip install 'normstats[plot]'``) and is imported only
 when a figure is drawn, with the non-interactive Agg backend (no display needed).
@@ -7,12 +12,14 @@ when a figure is drawn, with the non-interactive Agg backend (no display needed)
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from normstats.analyses.compare import Compared
 from normstats.errors import NormstatsError
+
+if TYPE_CHECKING:  # compare draws with this module: no import back at run time
+    from normstats.analyses.compare import Compared
 
 __all__ = ["plot_comparison", "require_matplotlib"]
 
@@ -31,71 +38,86 @@ def require_matplotlib() -> Any:
     return plt
 
 
-def _shared_bins(entries: list[Compared], channel: int) -> np.ndarray:
-    """40 bins over every dataset's per-image stds and pooled std, so bars line up."""
-    values = [e.per_image_std[:, channel] for e in entries if e.per_image_std is not None]
-    values.append(np.array([e.stats.std[channel] for e in entries]))
-    low, high = float(min(v.min() for v in values)), float(max(v.max() for v in values))
-    return np.linspace(low, high if high > low else low + 1e-12, 41)
+def _label(name: str, width: int = 22) -> str:
+    """A dataset's name short enough for an axis: a path by its last parts."""
+    if len(name) <= width:
+        return name
+    return "…" + name[-(width - 1):]
 
 
-def _std_panel(ax: Any, entries: list[Compared], channel: int, colors: list[str]) -> None:
-    bins = _shared_bins(entries, channel)
-    for entry, color in zip(entries, colors):
-        if entry.per_image_std is not None:
-            ax.hist(entry.per_image_std[:, channel], bins=bins, alpha=0.45,
-                    color=color, label=f"{entry.name} per-image std")
-        ax.axvline(entry.stats.std[channel], color=color, linestyle="--", linewidth=1.5,
-                   label=f"{entry.name} pooled std {entry.stats.std[channel]:.4f}")
-    ax.set_title(f"{entries[0].stats.channels[channel]}: per-image std vs pooled")
-    ax.set_xlabel("std (reported scale)")
-    ax.set_ylabel("images")
-    ax.legend(fontsize="x-small")
-
-
-def _pixel_panel(ax: Any, entries: list[Compared], channel: int, colors: list[str]) -> None:
-    drawn = False
-    for entry, color in zip(entries, colors):
-        hist = entry.histogram
-        if hist is None:
-            continue
-        counts = hist.counts[channel]
-        values = (np.arange(counts.size) + hist.offset) / entry.stats.scale
-        ax.plot(values, counts / counts.sum(), color=color, linewidth=1, label=entry.name)
-        drawn = True
-    ax.set_title(f"{entries[0].stats.channels[channel]}: pixel values")
-    ax.set_xlabel("pixel value (reported scale)")
-    ax.set_ylabel("fraction of pixels")
-    if drawn:
-        ax.legend(fontsize="x-small")
-    else:
-        ax.text(0.5, 0.5, "no exact histogram (float data)", ha="center", transform=ax.transAxes)
+def _channel_panel(ax: Any, entries: list[Compared], channel: int, colors: list[str]) -> None:
+    positions = np.arange(len(entries))
+    for x, entry, color in zip(positions, entries, colors):
+        stds = None if entry.per_image_std is None else entry.per_image_std[:, channel]
+        if stds is not None and len(stds) > 1 and np.ptp(stds) > 0:
+            parts = ax.violinplot(stds, positions=[x], widths=0.7, showextrema=False,
+                                  showmeans=True)
+            for body in parts["bodies"]:
+                body.set_facecolor(color)
+                body.set_edgecolor(color)
+                body.set_alpha(0.45)
+            parts["cmeans"].set_color(color)
+        elif stds is not None and len(stds):
+            ax.plot([x - 0.25, x + 0.25], [stds.mean()] * 2, color=color, linewidth=2)
+        pooled = entry.stats.std[channel]
+        ax.plot([x - 0.38, x + 0.38], [pooled, pooled], color="black", linewidth=2.5,
+                solid_capstyle="butt")
+        ax.annotate(f"{pooled:.3f}", (x, pooled), textcoords="offset points", xytext=(0, 4),
+                    ha="center", va="bottom", fontsize=8)
+        per_image = entry.stats.per_image_std
+        if per_image is not None and pooled > 0:  # the table's per-image/pooled ratio
+            ax.annotate(f"ratio {per_image[channel] / pooled:.2f}", (x, 0),
+                        textcoords="offset points", xytext=(0, 4), ha="center",
+                        va="bottom", fontsize=8, color="0.3")
+    names = [_label(e.name) for e in entries]
+    tilted = any(len(name) > 10 for name in names)
+    ax.set_xticks(positions, names, rotation=15 if tilted else 0,
+                  ha="right" if tilted else "center", fontsize=8)
+    ax.set_xlim(-0.6, len(entries) - 0.4)
+    ax.set_title(f"channel {entries[0].stats.channels[channel]}")
+    ax.grid(axis="y", alpha=0.3)
 
 
 def plot_comparison(entries: list[Compared], path: str | os.PathLike) -> str:
     """Draw the comparison figure to ``path`` (PNG, SVG or PDF by extension).
 
-    Row 1, per channel: the distribution of per-image std of each dataset, its pooled
-    std as a dashed line. Row 2: the pixel-value histogram of each dataset.
+    One panel per channel: for each dataset, side by side, the distribution of its
+    per-image std (a violin, its mean marked) and its pooled std (a black bar, labelled).
 
     Raises
     ------
     NormstatsError
-        When matplotlib is missing (install ``normstats[plot]``).
+        When matplotlib is missing (install ``normstats[plot]``), or the datasets have
+        different channel counts.
     """
     channels = len(entries[0].stats.channels)
     if any(len(e.stats.channels) != channels for e in entries):
         raise NormstatsError("cannot plot datasets with different channel counts together: "
                              + ", ".join(f"{e.name} {len(e.stats.channels)}" for e in entries))
     plt = require_matplotlib()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     colors = [f"C{i}" for i in range(len(entries))]
-    fig, axes = plt.subplots(2, channels, figsize=(4.2 * channels, 6.5), squeeze=False)
+    width = max(3.2, 0.9 * len(entries) + 1.4)
+    fig, axes = plt.subplots(1, channels, figsize=(width * channels, 4.4), sharey=True,
+                             squeeze=False)
     try:
         for c in range(channels):
-            _std_panel(axes[0, c], entries, c, colors)
-            _pixel_panel(axes[1, c], entries, c, colors)
-        fig.tight_layout()
-        fig.savefig(os.fspath(path), dpi=100)
+            _channel_panel(axes[0, c], entries, c, colors)
+        axes[0, 0].set_ylabel(f"std (pixel values / {entries[0].stats.scale:g})")
+        top = max(max(e.stats.std) for e in entries)
+        top = max([top] + [float(e.per_image_std.max()) for e in entries
+                           if e.per_image_std is not None and e.per_image_std.size])
+        axes[0, 0].set_ylim(0, top * 1.15 if top > 0 else 1)  # from 0: heights compare
+        fig.legend(handles=[Patch(facecolor="0.6", alpha=0.6, label="per-image std of each "
+                                  "image (line: their mean)"),
+                            Line2D([], [], color="black", linewidth=2.5, label="pooled std"),
+                            Line2D([], [], linestyle="none", label="ratio: mean per-image "
+                                   "std / pooled std")],
+                   loc="upper center", ncol=3, frameon=False, fontsize=9)
+        fig.tight_layout(rect=(0, 0, 1, 0.93))
+        fig.savefig(os.fspath(path), dpi=110)
     finally:
         plt.close(fig)
     return os.fspath(path)

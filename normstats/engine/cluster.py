@@ -10,7 +10,6 @@ import contextlib
 import logging
 import os
 import re
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -112,6 +111,8 @@ def _what_answered(address: str) -> str | None:
     match = _TCP_ADDRESS.match(address)
     if match is None:
         return None
+    import socket  # only to name what answered a cluster address (a run imports it rarely)
+
     try:
         with socket.create_connection((match.group(1), int(match.group(2))),
                                       timeout=_PROBE_SECONDS) as connection:

@@ -16,9 +16,10 @@ from normstats.results.stats import DatasetStats
 from normstats.sources import open_source
 from normstats.sources.arrays import ArraySource, detect_layout
 from normstats.sources.base import TaskResult
+from normstats.sources.labelled import unlabelled
 from normstats.sources.options import ReadOptions
 
-__all__ = ["compute_stats"]
+__all__ = ["compute_stats", "dask_reduced"]
 
 
 def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None,
@@ -26,7 +27,8 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
                   progress: bool | None = False,
                   on_result: Callable[[TaskResult], None] | None = None,
                   cache: str | os.PathLike | bool | None = None,
-                  verify_cache: int | str | None = None) -> DatasetStats:
+                  verify_cache: int | str | None = None,
+                  covariance: bool = False) -> DatasetStats:
     """The exact statistics of every image of ``data``: the engine of `normstats.compute`.
 
     Parameters
@@ -37,7 +39,7 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
         where they are (see ``docs/dask.md``); ``scheduler`` then runs that graph.
     options : ReadOptions
         How the data is read and reported (`normstats.sources.options`).
-    workers, scheduler, task_size, progress, on_result, cache, verify_cache
+    workers, scheduler, task_size, progress, on_result, cache, verify_cache, covariance
         As in `normstats.compute`; see `normstats.engine.pipeline.run` and ``docs/cache.md``.
 
     Returns
@@ -53,34 +55,24 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
     >>> stats.images, stats.channels, round(stats.mean[0], 2)
     (100, ('c0', 'c1', 'c2'), 0.5)
     """
+    data, options, on_dask = dask_reduced(data, options)
     layout, scale, channels = options.layout, options.scale, options.channels
-    allow_missing_chunks = options.allow_missing_chunks
-    if allow_missing_chunks:
-        from normstats.engine.dask.images import allowing_missing_chunks
-
-        data = allowing_missing_chunks(data, layout, channels)
-    if any(type(x).__module__.startswith("dask") for x in (data, getattr(data, "data", None))):
-        from normstats.engine.dask.images import untouched_source
+    if on_dask:
         from normstats.engine.dask.lazy import compute_dask_array
-        from normstats.engine.dask.reduce import is_dask_array
 
-        if is_dask_array(getattr(data, "data", None)) and hasattr(data, "dims"):
-            data = data.data  # an xarray DataArray backed by Dask
-        if is_dask_array(data) and untouched_source(data) is not None:
-            data = untouched_source(data)  # an images() array as made: one engine reads it
-        elif is_dask_array(data) and (layout or detect_layout(tuple(data.shape))) != "NC":
-            return compute_dask_array(data, layout=layout, scale=scale, channels=channels,
-                                      workers=workers, scheduler=scheduler,
-                                      allow_missing_chunks=allow_missing_chunks)
+        return compute_dask_array(data, layout=layout, scale=scale, channels=channels,
+                                  workers=workers, scheduler=scheduler,
+                                  allow_missing_chunks=options.allow_missing_chunks,
+                                  covariance=covariance)
     source = open_source(data, options=options)
     if source.kind == "vectors" and isinstance(source, ArraySource):
         from normstats.engine.vectors_run import compute_vectors
 
         return compute_vectors(source, fail_on_inf=options.fail_fast, channels=channels,
-                               scale=scale)
+                               scale=scale, covariance=covariance)
     outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
                          task_size=task_size, progress=progress, on_result=on_result,
-                         verify_cache=verify_cache)
+                         verify_cache=verify_cache, covariance=covariance)
     stats = DatasetStats.from_summary(outcome.summary, channels=channels, scale=scale,
                                       mode=source.mode, kind=source.kind,
                                       source=source.description)
@@ -88,3 +80,35 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
         return stats
     return replace(stats, images_cached=outcome.cached, images_decoded=outcome.decoded,
                    cache_checked=outcome.check.checked, cache_changed=outcome.check.changed)
+
+
+def dask_reduced(data: Any, options: ReadOptions) -> tuple[Any, ReadOptions, bool]:
+    """What the engine reads of ``data``, and whether it is a Dask array of images that is
+    reduced on its own graph (True) rather than through a source's tasks.
+
+    An xarray ``DataArray`` becomes its array (in its layout); a zarr array with missing
+    chunks allowed, the source that fills them; an untouched `normstats.images` array,
+    its source (one engine reads it: pipeline, cache, cluster).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> dask_reduced(da.zeros((2, 4, 4, 3), np.uint8), ReadOptions())[2]
+    True
+    """
+    data, options = unlabelled(data, options)  # an xarray DataArray: its array, its layout
+    if options.allow_missing_chunks:
+        from normstats.engine.dask.images import allowing_missing_chunks
+
+        data = allowing_missing_chunks(data, options.layout, options.channels)
+    if not any(type(x).__module__.startswith("dask")
+               for x in (data, getattr(data, "data", None))):
+        return data, options, False
+    from normstats.engine.dask.images import untouched_source
+    from normstats.engine.dask.reduce import is_dask_array
+
+    if is_dask_array(data) and untouched_source(data) is not None:
+        return untouched_source(data), options, False  # an images() array as made
+    on_dask = is_dask_array(data) and \
+        (options.layout or detect_layout(tuple(data.shape))) != "NC"
+    return data, options, on_dask

@@ -34,7 +34,7 @@ from typing import Any
 from normstats.engine.cluster import connect, wait_for_threads, warn_about_malloc_trim
 from normstats.engine.progress import TASK_PREFIX, ProgressBar
 from normstats.errors import NormstatsError, SkipKind
-from normstats.maths.records import Skipped
+from normstats.maths.records import Skipped, cross_sums_wanted, wants_cross_sums
 from normstats.maths.summary import Summary, summarize
 from normstats.results.text_report import printable
 from normstats.sources.base import Task, TaskResult
@@ -86,11 +86,13 @@ class TaskOutcome:
     error: NormstatsError | None = None
 
 
-def _run_task(task: Task, keep_records: bool) -> TaskOutcome:
-    """Runs on a worker: read, decode and summarise one task."""
+def _run_task(task: Task, keep_records: bool, cross: bool = False) -> TaskOutcome:
+    """Runs on a worker: read, decode and summarise one task (with the channel cross sums
+    when ``cross``: the client's run asked for the covariance)."""
     started = time.perf_counter()
     try:
-        result = task.run()
+        with cross_sums_wanted(cross):
+            result = task.run()
     except NormstatsError as error:
         # Returned, not raised: a raised error makes every worker log a "Compute Failed"
         # block with a traceback, for what is one line about one file.
@@ -196,12 +198,14 @@ class _ClusterRun:
         self.suspects: collections.deque[tuple[Task, str]] = collections.deque()
         self.suspect_label: str | None = None  # the one suspect in flight
         self.started = time.perf_counter()
+        self.cross = wants_cross_sums()  # the run's choice, sent with every task
 
     def submit(self, task: Task, label: str, priority: int = 0) -> None:
         key = f"{TASK_PREFIX}-{self.token}-{label}"
         self.tasks[key] = (task, label)
         self.pending.add(self.client.submit(_run_task, task, self.on_result is not None,
-                                            key=key, retries=0, priority=priority))
+                                            self.cross, key=key, retries=0,
+                                            priority=priority))
 
     def _next_suspect(self) -> None:
         """Run single files of crashed tasks one at a time and first: a worker that dies

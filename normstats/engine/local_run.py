@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from normstats.engine.progress import ProgressBar
 from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.maths.records import cross_sums_wanted, wants_cross_sums
 from normstats.maths.summary import Summary, summarize
 from normstats.sources.base import Task, TaskResult
 
@@ -43,9 +44,12 @@ class _Outcome:
     result: TaskResult | None
 
 
-def _run_task(task: Task, keep_records: bool) -> _Outcome:
-    """Runs where the task runs: read, decode and summarise, so only numbers travel."""
-    result = task.run()
+def _run_task(task: Task, keep_records: bool, cross: bool = False) -> _Outcome:
+    """Runs where the task runs: read, decode and summarise, so only numbers travel.
+    ``cross``: the records hold the channel cross sums (the run asked for the covariance;
+    a worker thread or process does not inherit the caller's `cross_sums_wanted`)."""
+    with cross_sums_wanted(cross):
+        result = task.run()
     return _Outcome(summarize(result.records, result.skipped),
                     result if keep_records else None)
 
@@ -97,9 +101,9 @@ def run_in_process(tasks: Sequence[Task], bar: ProgressBar) -> Summary:
     5
     """
     total = Summary()
-    keep = bar.on_result is not None
+    keep, cross = bar.on_result is not None, wants_cross_sums()
     for task in tasks:
-        total = total.merge(_deliver(_run_task(task, keep), bar))
+        total = total.merge(_deliver(_run_task(task, keep, cross), bar))
     return total
 
 
@@ -122,13 +126,15 @@ class _Gathered:
     def __init__(self, pool: Executor, tasks: Sequence[Task], bar: ProgressBar) -> None:
         keep = bar.on_result is not None
         self.bar = bar
-        self.futures: dict[Future, int] = {pool.submit(_run_task, task, keep): index
+        cross = wants_cross_sums()
+        self.futures: dict[Future, int] = {pool.submit(_run_task, task, keep, cross): index
                                            for index, task in enumerate(tasks)}
+        self.count = len(tasks)
         self.lost: set[int] = set()
 
     def total(self) -> Summary:
         try:
-            return _merge_in_order(self._finished(), len(self.futures))
+            return _merge_in_order(self._finished(), self.count)
         except BaseException:
             for future in self.futures:
                 future.cancel()
@@ -136,12 +142,15 @@ class _Gathered:
 
     def _finished(self) -> Iterator[tuple[int, Summary]]:
         for future in as_completed(self.futures):
-            index = self.futures[future]
+            # Forgotten once finished: a future holds its result, and the records of
+            # every task of a run (~100 bytes an image) would otherwise live to its end.
+            index = self.futures.pop(future)
             try:
                 outcome = future.result()
             except BrokenExecutor:  # the pool lost a worker process
                 self.lost.add(index)
                 continue
+            del future
             yield index, _deliver(outcome, self.bar)
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from normstats.engine.cluster import is_distributed
 from normstats.engine.local_run import run_in_process, run_local
 from normstats.engine.progress import ProgressBar
-from normstats.errors import InvalidOptionError
+from normstats.errors import AccessError, InvalidOptionError, SkipKind
+from normstats.maths.records import cross_sums_wanted
 from normstats.maths.summary import Summary, summarize
 from normstats.sources.base import Source, TaskResult
 from normstats.sources.iterable import IterableSource
@@ -52,7 +53,8 @@ def default_workers() -> int:
 
 def run(source: Source | IterableSource, *, workers: int | None = None,
         scheduler: Any = None, task_size: int | None = None, progress: bool | None = None,
-        on_result: Callable[[TaskResult], None] | None = None) -> Summary:
+        on_result: Callable[[TaskResult], None] | None = None,
+        covariance: bool = False) -> Summary:
     """Compute the exact `Summary` of every image of ``source``.
 
     Parameters
@@ -73,6 +75,9 @@ def run(source: Source | IterableSource, *, workers: int | None = None,
         Draw a progress bar on stderr (default: when stderr is a terminal).
     on_result : callable, optional
         Receives each task's `TaskResult` in this process as it finishes.
+    covariance : bool
+        The records also hold the channel cross sums, and the summary their totals
+        (``Summary.cross``), wherever the tasks run.
 
     Examples
     --------
@@ -85,6 +90,17 @@ def run(source: Source | IterableSource, *, workers: int | None = None,
     if workers < 1:
         raise InvalidOptionError(f"workers must be at least 1, got {workers}")
     bar = ProgressBar(len(source), enabled=progress, on_result=on_result)
+    with cross_sums_wanted(covariance):
+        summary = _running(source, scheduler, workers, task_size, bar)
+    total = Summary(skipped=tuple(source.skipped)).merge(summary)
+    listed = len(source) if hasattr(source, "walk") else None  # files, not shards or rows
+    _raise_access_failures(total, listed, source.description)
+    return total
+
+
+def _running(source: Source | IterableSource, scheduler: Any, workers: int,
+             task_size: int | None, bar: ProgressBar) -> Summary:
+    """The summary of the source's tasks on the scheduler that suits them."""
     try:
         if isinstance(source, IterableSource):
             summary = _run_stream(source, bar)
@@ -99,7 +115,20 @@ def run(source: Source | IterableSource, *, workers: int | None = None,
                                 scheduler or (source.scheduler if workers > 1 else "sync"), bar)
     finally:
         bar.close()
-    return Summary(skipped=tuple(source.skipped)).merge(summary)
+    return summary
+
+
+def _raise_access_failures(summary: Summary, listed: int | None, where: str) -> None:
+    """Fail a run in which a store refused files it listed (`SkipKind.ACCESS`): the
+    statistics of the files it did serve are not the dataset's, and the cause is a
+    permission or a credential, not the images. Decided by the kind, after every task ran,
+    so the message counts them all."""
+    refused = [s for s in summary.skipped if s.kind is SkipKind.ACCESS]
+    if not refused:
+        return
+    first, of = refused[0], "" if listed is None else f" of {listed:,}"
+    raise AccessError(f"{len(refused):,}{of} listed file(s) could not be read, e.g. "
+                      f"{first.path}: {first.reason}", where)
 
 
 #: A folder of at most this many bytes of image files, or an array of at most this many

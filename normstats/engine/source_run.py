@@ -1,28 +1,35 @@
 """Running a source: straight through the pipeline, or through the record cache.
 
-Only a folder with a cache asked for goes through the cache (`normstats.engine.cache.run`,
-imported then): a run without one loads none of the cache's modules.
+Only a folder (local or behind a URL) with a cache asked for goes through the cache
+(`normstats.engine.cache.run`, imported then): a run without one loads none of the cache's
+modules.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 from normstats.engine.cache.location import resolve_cache_dir
 from normstats.engine.pipeline import RunOutcome, run
 from normstats.sources.folder import FolderSource
+from normstats.sources.remote import RemoteFolderSource, is_url
+
+log = logging.getLogger("normstats.engine.cache")
 
 __all__ = ["RunOutcome", "run_source"]
 
 
 def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
                **options: Any) -> RunOutcome:
-    """Run ``source`` through the pipeline, through the cache when it is a folder.
+    """Run ``source`` through the pipeline, through the cache when it is a folder (on disk
+    or behind a URL).
 
     ``options`` are those of `normstats.engine.pipeline.run` (and ``verify_cache`` of
     `normstats.engine.cache.run.run_cached`). Sources other than folders are never cached
-    (arrays are already records away from their statistics).
+    (arrays are already records away from their statistics); for shards and Parquet files
+    behind a URL, a cache asked for is said not to apply (one line on stderr).
 
     Examples
     --------
@@ -31,7 +38,12 @@ def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
     >>> run_source(open_source(np.zeros((3, 2, 2, 1), np.uint8)), cache=False).summary.images
     3
     """
-    cache_dir = resolve_cache_dir(cache) if isinstance(source, FolderSource) else None
+    cache_dir = resolve_cache_dir(cache)
+    if cache_dir is not None and not isinstance(source, FolderSource | RemoteFolderSource):
+        if is_url(getattr(source, "description", "")):  # re-reading costs a transfer: say so
+            log.warning("normstats: %s: the record cache keeps folders of image files; these "
+                        "are read again on every run", source.description)
+        cache_dir = None
     if cache_dir is None:
         options.pop("verify_cache", None)  # nothing cached, nothing to verify
         return RunOutcome(run(source, **options))

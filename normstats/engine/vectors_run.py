@@ -21,8 +21,9 @@ BLOCK_ROWS = 1 << 16
 
 def compute_vectors(source: ArraySource, *, fail_on_inf: bool = False,
                     channels: tuple[str, ...] | None = None,
-                    scale: float | None = None) -> DatasetStats:
-    """Per-feature constants of an (N, d) array source (see `normstats.maths.vectors`).
+                    scale: float | None = None, covariance: bool = False) -> DatasetStats:
+    """Per-feature constants of an (N, d) array source (see `normstats.maths.vectors`),
+    and with ``covariance`` the d×d covariance of its complete rows.
 
     Examples
     --------
@@ -36,7 +37,7 @@ def compute_vectors(source: ArraySource, *, fail_on_inf: bool = False,
     total: VectorSummary | None = None
     for start in range(0, count, rows):
         block = read_rows(array, slice(start, start + rows), source.path or "array")
-        part = summarize_vectors(block, start, source.description, fail_on_inf)
+        part = summarize_vectors(block, start, source.description, fail_on_inf, covariance)
         total = part if total is None else total.merge(part)
     if total is None:
         raise EmptyDatasetError("no vectors (the array has no rows)", path=source.description)

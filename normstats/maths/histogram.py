@@ -1,9 +1,13 @@
 """Exact per-channel histograms of integer pixels, and percentiles read from them.
 
-For 8- and 16-bit images a histogram with one bin per possible value (256 or 65,536)
-is exact and mergeable (integer counts), so the 0.5th/99.5th percentiles of a whole
-dataset come out exactly as ``numpy.percentile`` would give on all its pixels, without
-holding them: the robust range for min-max scaling when a few pixels are outliers. It is
+A histogram with one bin per value between the smallest and the largest value seen is
+exact and mergeable (integer counts), so percentiles of a whole dataset come out exactly
+as ``numpy.percentile`` would give on all its pixels, without holding them: the robust
+range for min-max scaling when a few pixels are outliers (0.5th/99.5th), and the 2nd/98th
+percentiles remote-sensing users clip rasters by. Its bins span the values observed, not
+the dtype: 13 bands of uint16 reflectances between 0 and 12,000 take 13 × 12,001 bins, and
+32-bit integer bands work too, as long as the observed range fits `MAX_CELLS` (memory stays
+bounded: a wider range is a clear error). Nodata and masked values are not counted. It is
 an optional accumulator, computed only when asked (`normstats.engine.histogram_run`).
 """
 
@@ -15,21 +19,25 @@ import numpy as np
 
 from normstats.errors import IncompatibleImagesError, InvalidOptionError
 
-__all__ = ["Histogram", "percentile_from_counts", "ROBUST_RANGE"]
+__all__ = ["Histogram", "percentile_from_counts", "ROBUST_RANGE", "MAX_CELLS"]
 
-#: The percentiles of the robust range reported by ``--percentiles``.
-ROBUST_RANGE = (0.5, 99.5)
+#: The percentiles reported by ``--percentiles``: the robust range (0.5th/99.5th) and the
+#: 2nd/98th percentiles rasters are clipped by.
+ROBUST_RANGE = (0.5, 2.0, 98.0, 99.5)
+#: The most bins (channels × observed range) one histogram holds: 128 MiB of counts.
+MAX_CELLS = 1 << 24
 
 
-def _value_range(dtype: np.dtype) -> tuple[int, int]:
-    """Smallest value and number of bins of an exact histogram of ``dtype``."""
-    if dtype == np.bool_:
-        return 0, 2
-    if np.issubdtype(dtype, np.integer) and dtype.itemsize <= 2:
-        info = np.iinfo(dtype)
-        return int(info.min), int(info.max) - int(info.min) + 1
-    raise InvalidOptionError(f"exact histograms need integer pixels of at most 16 bits, "
-                             f"got {dtype}")
+def _check_integers(dtype: np.dtype) -> None:
+    if dtype != np.bool_ and dtype.kind not in "iu":
+        raise InvalidOptionError(f"exact histograms need integer pixels, got {dtype}")
+
+
+def _check_cells(channels: int, bins: int) -> None:
+    if channels * bins > MAX_CELLS:
+        raise InvalidOptionError(
+            f"exact percentiles need a histogram of {channels} bands x {bins:,} values, over "
+            f"the limit of {MAX_CELLS:,} bins: the values span too wide a range")
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,9 +47,9 @@ class Histogram:
     Examples
     --------
     >>> import numpy as np
-    >>> h = Histogram.from_array(np.array([[[[0], [0], [255]]]], np.uint8))
-    >>> int(h.counts[0, 0]), int(h.counts[0, 255]), h.total
-    (2, 1, 3)
+    >>> h = Histogram.from_array(np.array([[[[3], [3], [255]]]], np.uint8))
+    >>> h.offset, int(h.counts[0, 0]), int(h.counts[0, 252]), h.total
+    (3, 2, 1, 3)
     """
 
     counts: np.ndarray
@@ -49,26 +57,59 @@ class Histogram:
     offset: int = 0
 
     @classmethod
-    def from_array(cls, pixels: np.ndarray) -> Histogram:
-        """Histogram of (..., C) integer pixels (an image HWC or a stack NHWC)."""
-        offset, bins = _value_range(pixels.dtype)
-        flat = pixels.reshape(-1, pixels.shape[-1])
-        counts = np.stack([np.bincount(flat[:, c].astype(np.intp) - offset, minlength=bins)
-                           for c in range(flat.shape[1])]).astype(np.int64)
-        return cls(counts, str(pixels.dtype), offset)
+    def from_array(cls, pixels: np.ndarray, valid: np.ndarray | None = None) -> Histogram:
+        """Histogram of (..., C) integer pixels (an image HWC or a stack NHWC); with
+        ``valid`` (a bool array of the same shape), of the valid values only."""
+        _check_integers(pixels.dtype)
+        channels = pixels.shape[-1]
+        flat = pixels.reshape(-1, channels)
+        if flat.dtype == np.bool_:
+            flat = flat.view(np.uint8)
+        if valid is not None:
+            valid = np.broadcast_to(valid, pixels.shape).reshape(-1, channels)
+        kept = flat if valid is None else flat[valid]
+        if kept.size == 0:
+            return cls(np.zeros((channels, 1), np.int64), str(pixels.dtype), 0)
+        low, high = int(kept.min()), int(kept.max())
+        bins = high - low + 1
+        _check_cells(channels, bins)
+        index = (flat.astype(np.int64) - low) + np.arange(channels, dtype=np.int64) * bins
+        index = index.ravel() if valid is None else index[valid]
+        counts = np.bincount(index, minlength=channels * bins).reshape(channels, bins)
+        return cls(counts.astype(np.int64, copy=False), str(pixels.dtype), low)
 
     @property
     def total(self) -> int:
-        """Pixels per channel."""
+        """Values counted in the first channel (every channel, without nodata)."""
         return int(self.counts[0].sum())
 
+    @property
+    def end(self) -> int:
+        """One past the largest value a bin holds."""
+        return self.offset + self.counts.shape[1]
+
     def merge(self, other: Histogram) -> Histogram:
-        """Exact sum of two histograms of the same dtype and channel count."""
-        if other.dtype != self.dtype or other.counts.shape != self.counts.shape:
+        """Exact sum of two histograms of the same dtype and channel count, over the union
+        of their ranges."""
+        if other.dtype != self.dtype or other.counts.shape[0] != self.counts.shape[0]:
             raise IncompatibleImagesError(
                 f"histograms cannot be merged: {self.dtype} x{self.counts.shape[0]} and "
                 f"{other.dtype} x{other.counts.shape[0]}")
-        return Histogram(self.counts + other.counts, self.dtype, self.offset)
+        low, end = min(self.offset, other.offset), max(self.end, other.end)
+        _check_cells(self.counts.shape[0], end - low)
+        counts = np.zeros((self.counts.shape[0], end - low), np.int64)
+        for part in (self, other):
+            counts[:, part.offset - low:part.end - low] += part.counts
+        return Histogram(counts, self.dtype, low)
+
+    def add_in_place(self, other: Histogram) -> Histogram:
+        """``self.merge(other)``, adding into this histogram's own counts when ``other``'s
+        range lies within its range (an accumulator's histogram, owned by it)."""
+        if (other.dtype == self.dtype and other.counts.shape[0] == self.counts.shape[0]
+                and self.offset <= other.offset and other.end <= self.end):
+            self.counts[:, other.offset - self.offset:other.end - self.offset] += other.counts
+            return self
+        return self.merge(other)
 
     def percentile(self, q: float) -> tuple[float, ...]:
         """Per-channel percentile ``q`` in raw pixel values, as `numpy.percentile` (linear).

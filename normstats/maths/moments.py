@@ -51,6 +51,8 @@ class IntegerMoments:
         Number of values per channel.
     total, total_sq : tuple of int
         Σx and Σx² per channel.
+    counts : tuple of int, optional
+        Values per channel where nodata was left out (None: ``count`` in every channel).
 
     Examples
     --------
@@ -63,6 +65,7 @@ class IntegerMoments:
     count: int
     total: tuple[int, ...]
     total_sq: tuple[int, ...]
+    counts: tuple[int, ...] | None = None
 
     @classmethod
     def from_array(cls, values: np.ndarray) -> IntegerMoments:
@@ -72,28 +75,34 @@ class IntegerMoments:
         return cls(count, tuple(int(v) for v in sums[0]), tuple(int(v) for v in squares[0]))
 
     @classmethod
-    def from_records(cls, pixels: np.ndarray, sums: np.ndarray,
-                     squares: np.ndarray) -> IntegerMoments:
-        """Pool per-image records: pixel counts (N,), Σx and Σx² (N, C) int64."""
+    def from_records(cls, pixels: np.ndarray, sums: np.ndarray, squares: np.ndarray,
+                     valid: np.ndarray | None = None) -> IntegerMoments:
+        """Pool per-image records: pixel counts (N,), Σx and Σx² (N, C) int64, and the
+        valid values per image and channel (N, C) where nodata was left out."""
+        counts = None if valid is None else tuple(int64_sum(valid))
         return cls(int(np.sum(pixels, dtype=np.int64)), tuple(int64_sum(sums)),
-                   tuple(int64_sum(squares)))
+                   tuple(int64_sum(squares)), counts)
+
+    def channel_counts(self) -> tuple[int, ...]:
+        """Values per channel: ``counts``, or ``count`` in every channel."""
+        return self.counts if self.counts is not None else (self.count,) * len(self.total)
 
     def merge(self, other: IntegerMoments) -> IntegerMoments:
         """Exact sum of two accumulators (commutative and associative)."""
         _check_same_channels(self.total, other.total)
         return IntegerMoments(self.count + other.count,
                               tuple(a + b for a, b in zip(self.total, other.total)),
-                              tuple(a + b for a, b in zip(self.total_sq, other.total_sq)))
+                              tuple(a + b for a, b in zip(self.total_sq, other.total_sq)),
+                              _merged_counts(self, other))
 
     def mean(self) -> tuple[Fraction, ...]:
         """Exact per-channel mean."""
-        return tuple(Fraction(s, self.count) for s in self.total)
+        return tuple(Fraction(s, n) for s, n in zip(self.total, self.channel_counts()))
 
     def variance(self, ddof: int = 0) -> tuple[Fraction, ...]:
         """Exact per-channel variance ``(n·Σx² − (Σx)²) / (n·(n − ddof))``, never negative."""
-        n = self.count
         return tuple(Fraction(n * q - s * s, n * (n - ddof))
-                     for s, q in zip(self.total, self.total_sq))
+                     for s, q, n in zip(self.total, self.total_sq, self.channel_counts()))
 
     def finalize(self, scale: float = 1, ddof: int = 0) -> tuple[tuple[float, ...], ...]:
         """Correctly rounded (mean, variance) per channel, divided by ``scale`` (and scale²)."""
@@ -112,6 +121,8 @@ class FloatMoments:
         Σ n_i·mean_i per channel, scaled by ``2**FIXED_BITS``.
     total_sq : tuple of int
         Σ (M2_i + n_i·mean_i²) per channel, scaled by ``2**FIXED_BITS``.
+    counts : tuple of int, optional
+        Values per channel where nodata was left out (None: ``count`` in every channel).
 
     Examples
     --------
@@ -125,6 +136,7 @@ class FloatMoments:
     count: int
     total: tuple[int, ...]
     total_sq: tuple[int, ...]
+    counts: tuple[int, ...] | None = None
 
     @classmethod
     def from_array(cls, values: np.ndarray) -> FloatMoments:
@@ -135,9 +147,16 @@ class FloatMoments:
 
     @classmethod
     def from_records(cls, pixels: np.ndarray, means: np.ndarray, residuals: np.ndarray,
-                     m2s: np.ndarray) -> FloatMoments:
-        """Pool per-image records exactly: pixel counts (N,), mean, residual, M2 (N, C)."""
+                     m2s: np.ndarray, valid: np.ndarray | None = None) -> FloatMoments:
+        """Pool per-image records exactly: pixel counts (N,), mean, residual, M2 (N, C),
+        and the valid values per image and channel (N, C) where nodata was left out (a
+        channel without one has zero moments)."""
         pixels = np.asarray(pixels, dtype=np.int64)
+        if valid is not None:  # each channel pooled over its own counts
+            columns = [cls.from_records(valid[:, c], means[:, c:c + 1], residuals[:, c:c + 1],
+                                        m2s[:, c:c + 1]) for c in range(means.shape[1])]
+            return cls(int(pixels.sum()), tuple(m.total[0] for m in columns),
+                       tuple(m.total_sq[0] for m in columns), tuple(m.count for m in columns))
         channels = means.shape[1]
         total, total_sq = [0] * channels, list(fixed_sum(m2s))
         for n in np.unique(pixels):
@@ -150,22 +169,28 @@ class FloatMoments:
                 total_sq[c] += int(n) * square[c]
         return cls(int(pixels.sum()), tuple(total), tuple(total_sq))
 
+    def channel_counts(self) -> tuple[int, ...]:
+        """Values per channel: ``counts``, or ``count`` in every channel."""
+        return self.counts if self.counts is not None else (self.count,) * len(self.total)
+
     def merge(self, other: FloatMoments) -> FloatMoments:
         """Exact sum of two accumulators (commutative and associative)."""
         _check_same_channels(self.total, other.total)
         return FloatMoments(self.count + other.count,
                             tuple(a + b for a, b in zip(self.total, other.total)),
-                            tuple(a + b for a, b in zip(self.total_sq, other.total_sq)))
+                            tuple(a + b for a, b in zip(self.total_sq, other.total_sq)),
+                            _merged_counts(self, other))
 
     def mean(self) -> tuple[Fraction, ...]:
         """Per-channel mean, exact given the per-image float64 moments."""
-        return tuple(Fraction(s, self.count << FIXED_BITS) for s in self.total)
+        return tuple(Fraction(s, n << FIXED_BITS)
+                     for s, n in zip(self.total, self.channel_counts()))
 
     def variance(self, ddof: int = 0) -> tuple[Fraction, ...]:
         """Per-channel variance, exact given the per-image moments; never negative."""
-        n, unit = self.count, 1 << FIXED_BITS
+        unit = 1 << FIXED_BITS
         return tuple(max(Fraction(n * q * unit - s * s, n * (n - ddof) * unit * unit), Fraction(0))
-                     for s, q in zip(self.total, self.total_sq))
+                     for s, q, n in zip(self.total, self.total_sq, self.channel_counts()))
 
     def finalize(self, scale: float = 1, ddof: int = 0) -> tuple[tuple[float, ...], ...]:
         """Correctly rounded (mean, variance) per channel, divided by ``scale`` (and scale²)."""
@@ -175,8 +200,15 @@ class FloatMoments:
 Moments = IntegerMoments | FloatMoments
 
 
+def _merged_counts(a: Moments, b: Moments) -> tuple[int, ...] | None:
+    """Per-channel counts of two merged accumulators (None while neither left any out)."""
+    if a.counts is None and b.counts is None:
+        return None
+    return tuple(x + y for x, y in zip(a.channel_counts(), b.channel_counts()))
+
+
 def _finalize(moments: Moments, scale: float, ddof: int) -> tuple[tuple[float, ...], ...]:
-    if moments.count - ddof <= 0:
+    if min(moments.channel_counts()) - ddof <= 0:
         raise ValueError(f"variance with ddof={ddof} needs more than {ddof} values")
     factor = Fraction(scale)
     mean = tuple(float(m / factor) for m in moments.mean())

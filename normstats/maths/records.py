@@ -4,22 +4,38 @@ A record holds, for one image and each channel, what every dataset statistic nee
 the pixel count, exact moments (integer Σx and Σx², or float64 mean, residual and M2),
 and the minimum and maximum. Sources produce `IntegerRecords` or `FloatRecords` in
 batches; the cache stores them; `normstats.maths.summary` pools them without decoding again.
+
+Where nodata is left out (`normstats.maths.masked`), ``valid`` holds each image's count of
+valid values per channel, and the moments, minimum and maximum cover those values only (a
+channel without a valid value has NaN extremes); ``pixels`` still counts every pixel.
+Records of data that had no nodata to leave out have ``valid`` None.
+
+When a run asks for the channel covariance (`cross_sums_wanted`), records made from
+pixels also hold, per image and pair of channels c < d (`normstats.maths.covariance`), the
+exact cross sums Σx_c·x_d (``cross_sums``, integer images) or the co-moments
+Σ(x_c − m_c)(x_d − m_d) (``co_moments``, float images); otherwise both are None and cost
+nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
 from normstats.errors import IncompatibleImagesError, SkipKind
 from normstats.maths import fused
+from normstats.maths.covariance import float_co_moments, integer_cross_sums
 from normstats.maths.image_moments import MAX_INTEGER_BITS, extrema, float_moments, integer_sums
 from normstats.maths.moments import FloatMoments, IntegerMoments, Moments
 
 __all__ = ["Skipped", "IntegerRecords", "FloatRecords", "Records", "records_from_stack",
            "impossible_rows", "MAX_RECORD_PIXELS",
-           "concat_records", "default_channel_names"]
+           "concat_records", "default_channel_names", "cross_sums_wanted",
+           "wants_cross_sums", "without_cross_sums", "has_cross_sums"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,12 @@ class _RecordsBase:
     pixels: np.ndarray
     minimum: np.ndarray
     maximum: np.ndarray
+    #: (N, C) int64 valid values per image and channel, where nodata was left out; None
+    #: when every pixel counted (``pixels`` per channel).
+    valid: np.ndarray | None = None
+    #: Reported in raw units by default (rasters deeper than 8 bits or of more than 4
+    #: bands, `normstats.maths.scale`), not divided by the dtype's maximum.
+    raw_units: bool = False
 
     def __len__(self) -> int:
         return int(self.pixels.shape[0])
@@ -72,9 +94,15 @@ class _RecordsBase:
         return int(self.minimum.shape[1])
 
     @property
-    def signature(self) -> tuple[str, str, tuple[str, ...]]:
-        """What images must share to be pooled: kind, dtype and channel names."""
-        return (type(self).__name__, self.dtype, self.channel_names)
+    def signature(self) -> tuple[str, str, tuple[str, ...], bool]:
+        """What images must share to be pooled: kind, dtype, channel names and units."""
+        return (type(self).__name__, self.dtype, self.channel_names, self.raw_units)
+
+    def channel_counts(self) -> np.ndarray:
+        """(N, C) int64 values counted per image and channel: ``valid``, or every pixel."""
+        if self.valid is not None:
+            return self.valid.astype(np.int64, copy=False)
+        return np.broadcast_to(self.pixels.astype(np.int64)[:, None], self.minimum.shape)
 
     def array_fields(self) -> list[str]:
         """Names of the per-image array fields (one row per image)."""
@@ -101,13 +129,23 @@ class IntegerRecords(_RecordsBase):
 
     sums: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
     sums_sq: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    #: (N, C·(C−1)/2) int64 Σx_c·x_d per pair c < d, when the covariance was asked.
+    cross_sums: np.ndarray | None = None
 
     def moments(self) -> Moments:
-        return IntegerMoments.from_records(self.pixels, self.sums, self.sums_sq)
+        return IntegerMoments.from_records(self.pixels, self.sums, self.sums_sq, self.valid)
 
     def image_variance(self, ddof: int) -> np.ndarray:
-        """Per-image variance (N, C): exact numerator, one rounding, so order-independent."""
-        n = self.pixels.astype(np.int64)[:, None]
+        """Per-image variance (N, C), ``(n·Σx² − (Σx)²) / (n·(n − ddof))``.
+
+        The numerator is an exact integer; numerator and denominator are each rounded to
+        float64, then divided. While both are below 2⁵³ (for 8-bit images, any image of up
+        to 7.4·10⁵ pixels) that is one rounding, so the result is correctly rounded; past
+        it, three, and the relative error stays below 3·2⁻⁵³. Either way the value depends
+        on the image alone, not on the order of its pixels or of the images.
+        """
+        n = self.channel_counts() if self.valid is not None else \
+            self.pixels.astype(np.int64)[:, None]
         bits = 8 * np.dtype(self.dtype).itemsize
         largest = int(n.max(initial=1)) ** 2 * (2**bits) ** 2
         # n·Σx² − (Σx)² overflows int64 for big 16-bit images: then use Python ints.
@@ -128,13 +166,17 @@ class FloatRecords(_RecordsBase):
     means: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     residuals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     m2s: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    #: (N, C·(C−1)/2) float64 Σ(x_c − m_c)(x_d − m_d) per pair c < d, when the
+    #: covariance was asked.
+    co_moments: np.ndarray | None = None
 
     def moments(self) -> Moments:
-        return FloatMoments.from_records(self.pixels, self.means, self.residuals, self.m2s)
+        return FloatMoments.from_records(self.pixels, self.means, self.residuals, self.m2s,
+                                         self.valid)
 
     def image_variance(self, ddof: int) -> np.ndarray:
         """Per-image variance (N, C) from M2 (population for ddof=0, sample for ddof=1)."""
-        denominator = (self.pixels - ddof).astype(np.float64)[:, None]
+        denominator = (self.channel_counts() - ddof).astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             return self.m2s / denominator
 
@@ -153,8 +195,52 @@ def default_channel_names(count: int) -> tuple[str, ...]:
     return ("L",) if count == 1 else tuple(f"c{i}" for i in range(count))
 
 
+#: Whether records made from pixels hold the channel cross sums: a run that asks for the
+#: covariance sets it around each task (`cross_sums_wanted`), wherever the task runs, so
+#: that every source's tasks make them without each carrying the choice.
+_CROSS_SUMS: ContextVar[bool] = ContextVar("normstats_cross_sums", default=False)
+
+
+@contextmanager
+def cross_sums_wanted(wanted: bool = True) -> Iterator[None]:
+    """Within the block, records made from pixels hold the channel cross sums (or not).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> with cross_sums_wanted():
+    ...     r = records_from_stack(np.ones((1, 2, 2, 3), np.uint8))
+    >>> r.cross_sums.tolist()
+    [[4, 4, 4]]
+    """
+    token = _CROSS_SUMS.set(bool(wanted))
+    try:
+        yield
+    finally:
+        _CROSS_SUMS.reset(token)
+
+
+def wants_cross_sums() -> bool:
+    """Whether records made now hold the channel cross sums (see `cross_sums_wanted`)."""
+    return _CROSS_SUMS.get()
+
+
+def without_cross_sums(records: Records) -> Records:
+    """The records without cross sums or co-moments (what a run that did not ask holds)."""
+    if isinstance(records, IntegerRecords):
+        return records if records.cross_sums is None else replace(records, cross_sums=None)
+    return records if records.co_moments is None else replace(records, co_moments=None)
+
+
+def has_cross_sums(records: Records) -> bool:
+    """Whether the records hold what the channel covariance needs."""
+    cross = records.cross_sums if isinstance(records, IntegerRecords) else records.co_moments
+    return cross is not None
+
+
 def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
-                       channel_names: tuple[str, ...] | None = None) -> Records:
+                       channel_names: tuple[str, ...] | None = None,
+                       cross: bool | None = None) -> Records:
     """Per-image records of a stack of same-shape images (N, H, W, C), vectorised.
 
     Parameters
@@ -165,6 +251,8 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
         One identifier per image (a relative path), kept for the cache and reports.
     channel_names : tuple of str, optional
         Names of the C channels; `default_channel_names` when not given.
+    cross : bool, optional
+        Also the channel cross sums (co-moments for floats); default: `wants_cross_sums`.
 
     Examples
     --------
@@ -175,11 +263,13 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
     """
     n, h, w, _ = stack.shape
     pixels = np.full(n, h * w, dtype=np.int64)
+    cross = wants_cross_sums() if cross is None else cross
     if stack.dtype == np.uint8 and fused.available():
         sums, sums_sq, low, high = fused.uint8_moments(stack)
         return IntegerRecords(dtype="uint8", channel_names=_names(stack, channel_names),
                               keys=tuple(keys), pixels=pixels, minimum=low, maximum=high,
-                              sums=sums, sums_sq=sums_sq)
+                              sums=sums, sums_sq=sums_sq,
+                              cross_sums=integer_cross_sums(stack) if cross else None)
     low, high = extrema(stack)
     common = dict(dtype=str(stack.dtype), channel_names=_names(stack, channel_names),
                   keys=tuple(keys), pixels=pixels,
@@ -190,14 +280,16 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
                 f"{stack.dtype} images are not supported exactly (at most 16-bit integers); "
                 "convert them to float64 for float statistics")
         sums, sums_sq = integer_sums(stack)
-        return IntegerRecords(**common, sums=sums, sums_sq=sums_sq)
+        return IntegerRecords(**common, sums=sums, sums_sq=sums_sq,
+                              cross_sums=integer_cross_sums(stack) if cross else None)
     if not np.issubdtype(stack.dtype, np.floating):
         raise IncompatibleImagesError(f"unsupported pixel dtype {stack.dtype}")
     bounds = np.abs(np.concatenate([low.ravel(), high.ravel()]))
     if (bounds[np.isfinite(bounds)] > FLOAT_LIMIT).any():  # NaN and inf are named elsewhere
         raise IncompatibleImagesError(TOO_LARGE_REASON)
     means, residuals, m2s = float_moments(stack)
-    return FloatRecords(**common, means=means, residuals=residuals, m2s=m2s)
+    return FloatRecords(**common, means=means, residuals=residuals, m2s=m2s,
+                        co_moments=float_co_moments(stack) if cross else None)
 
 
 #: Float pixels beyond this magnitude would overflow float64 when their squares are summed
@@ -227,15 +319,39 @@ def concat_records(parts: list[Records]) -> Records:
     for other in parts[1:]:
         if other.signature != first.signature:
             raise incompatible(first, other)
+    _check_keys(parts)
+    if any(p.valid is not None for p in parts):  # some had nodata: every part counts
+        parts = [replace(p, valid=np.ascontiguousarray(p.channel_counts())) for p in parts]
+        first = parts[0]
+    if not all(has_cross_sums(p) == has_cross_sums(first) for p in parts):
+        # never a covariance of some of the images: the records of all hold none
+        parts = [without_cross_sums(p) for p in parts]
+        first = parts[0]
     arrays = {name: np.concatenate([getattr(p, name) for p in parts])
               for name in first.array_fields()}
     keys = tuple(k for p in parts for k in p.keys)
     return replace(first, keys=keys, **arrays)
 
 
+def _check_keys(parts: list[Records]) -> None:
+    """Refuse batches where some images have keys and others none: the joined batch would
+    hold fewer keys than rows, and reports name images by row."""
+    named = [p for p in parts if p.keys]
+    unnamed = sum(len(p) for p in parts if not p.keys)
+    if named and unnamed:
+        count = sum(len(p) for p in named)
+        raise IncompatibleImagesError(
+            f"record batches cannot be joined: {count} image(s) have keys ({named[0].keys[0]}, "
+            f"...) and {unnamed} have none; name every image or none")
+
+
 def describe_signature(records: Records) -> str:
-    """Readable 'uint8 R,G,B' description of what the records hold."""
-    return f"{records.dtype} {','.join(records.channel_names)}"
+    """Readable 'uint8 R,G,B' description of what the records hold ('uint16, 13 bands
+    B01..B12' beyond four channels)."""
+    names = records.channel_names
+    if len(names) > 4:
+        return f"{records.dtype}, {len(names)} bands {names[0]}..{names[-1]}"
+    return f"{records.dtype} {','.join(names)}"
 
 
 def incompatible(a: Records, b: Records, example_a: str | None = None,
@@ -245,8 +361,16 @@ def incompatible(a: Records, b: Records, example_a: str | None = None,
     name_b = example_b or (b.keys[0] if b.keys else "another input")
     return IncompatibleImagesError(
         f"images cannot be pooled: {name_a} is {describe_signature(a)} but {name_b} is "
-        f"{describe_signature(b)}; choose a decode mode that makes them alike "
-        "(--mode RGB or --mode L), or compute them separately")
+        f"{describe_signature(b)}; {pooling_hint(a.raw_units or b.raw_units)}")
+
+
+def pooling_hint(rasters: bool) -> str:
+    """What to do about images that cannot be pooled: a decode mode, or separate runs."""
+    if rasters:
+        return ("rasters are pooled only with rasters of the same band count and dtype: "
+                "compute them separately")
+    return ("choose a decode mode that makes them alike (--mode RGB or --mode L), or "
+            "compute them separately")
 
 
 #: More pixels than any decodable image has (a terabyte of 8-bit greyscale): a record
@@ -278,16 +402,52 @@ def impossible_rows(records: Records) -> np.ndarray:
     low, high = _columns(records.minimum), _columns(records.maximum)
     with np.errstate(invalid="ignore", over="ignore"):
         good = (n >= 1) & (n <= MAX_RECORD_PIXELS)
+        counts = n
+        if records.valid is not None:  # per channel: 0 to n valid values, none: NaN extremes
+            counts = _columns(records.valid).astype(np.int64)
+            empty = counts == 0
+            good &= ((counts >= 0) & (counts <= n)).all(axis=0)
+            good &= (~empty | (np.isnan(low) & np.isnan(high))).all(axis=0)
+            # a channel without values must have zero sums: the bounds 0 ≤ x ≤ 0 say so below
+            low, high = np.where(empty, 0.0, low), np.where(empty, 0.0, high)
         good &= (np.isfinite(low) & np.isfinite(high) & (low <= high)).all(axis=0)
         if isinstance(records, IntegerRecords):
-            good &= _integer_records_possible(records, np.where(good, n, 1), low, high, good)
+            good &= _integer_records_possible(records, np.where(good, counts, 1), low, high,
+                                              good)
         else:
-            good &= _float_records_possible(records, n.astype(np.float64), low, high)
+            good &= _float_records_possible(records, counts.astype(np.float64), low, high)
+        good &= _cross_possible(records)
     return ~good
 
 
 def _columns(per_image: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(per_image).T)
+
+
+def _cross_possible(records: Records) -> np.ndarray:
+    """Rows whose cross sums (co-moments) some pixels could have made: |Σx_c·x_d| ≤
+    √(Σx_c²·Σx_d²) (Cauchy–Schwarz; for floats |C_cd| ≤ √(M2_c·M2_d)), non-negative for
+    unsigned pixels. Checked in float64 with a relative slack (2⁻⁴⁰ for exact integers,
+    2⁻²⁰ for float co-moments summed in another order than M2): it never refuses a record
+    of real pixels."""
+    if not has_cross_sums(records):
+        return np.ones(len(records), dtype=bool)
+    integer = isinstance(records, IntegerRecords)
+    cross = (records.cross_sums if integer else records.co_moments).astype(np.float64)
+    squares = (records.sums_sq if integer else records.m2s).astype(np.float64)
+    channels = records.channels
+    if cross.ndim != 2 or cross.shape != (len(records), channels * (channels - 1) // 2):
+        return np.zeros(len(records), dtype=bool)
+    rows, cols = np.triu_indices(channels, 1)
+    slack = 2.0**-40 if integer else 2.0**-20
+    bound = np.sqrt(np.abs(squares[:, rows] * squares[:, cols])) * (1 + slack)
+    if not integer:  # rounding of the deviations themselves (a constant channel's M2 is 0)
+        size = np.abs(records.minimum) + np.abs(records.maximum)
+        bound += records.pixels[:, None] * 2.0**-40 * size[:, rows] * size[:, cols]
+    ok = np.isfinite(cross) & (np.abs(cross) <= bound)
+    if integer and np.dtype(records.dtype).kind in "ub":
+        ok &= cross >= 0
+    return ok.all(axis=1)
 
 
 def _integer_records_possible(records: IntegerRecords, n: np.ndarray, low: np.ndarray,

@@ -12,9 +12,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from normstats.errors import IncompatibleImagesError
+from normstats.maths.covariance import float_cross_totals, integer_cross_totals
 from normstats.maths.exact import fixed_sum
 from normstats.maths.moments import Moments
-from normstats.maths.records import Records, Skipped, describe_signature
+from normstats.maths.records import (
+    IntegerRecords,
+    Records,
+    Skipped,
+    describe_signature,
+    has_cross_sums,
+    pooling_hint,
+)
 
 __all__ = ["Summary", "summarize"]
 
@@ -40,8 +48,17 @@ class Summary:
         variance (ddof 0), per channel.
     images_ddof1 : int
         Images with at least two pixels (the only ones with a sample std).
+    channel_images, channel_images_ddof1 : tuple of int, optional
+        Where nodata was left out: per channel, the images with at least one (two) valid
+        values, over which that channel's per-image std is averaged (None: ``images`` and
+        ``images_ddof1`` in every channel).
     minimum, maximum : tuple of float
-        Per-channel extremes over all pixels.
+        Per-channel extremes over all pixels (valid values only).
+    cross : tuple of int, optional
+        Exact totals over images of the channel cross sums Σx_c·x_d, pairs c < d (float
+        images: of the co-moments plus n·m_c·m_d, in the moments' fixed point): what the
+        channel covariance needs beside ``moments``. None when some record had none (the
+        covariance was not asked).
     skipped : tuple of Skipped
         Inputs that were named and left out.
 
@@ -64,9 +81,12 @@ class Summary:
     std_ddof1_sum: tuple[int, ...] = ()
     var_sum: tuple[int, ...] = ()
     images_ddof1: int = 0
+    channel_images: tuple[int, ...] | None = None
+    channel_images_ddof1: tuple[int, ...] | None = None
     minimum: tuple[float, ...] = ()
     maximum: tuple[float, ...] = ()
     skipped: tuple[Skipped, ...] = ()
+    cross: tuple[int, ...] | None = None
 
     def merge(self, other: Summary) -> Summary:
         """Exact, commutative and associative combination of two summaries."""
@@ -76,8 +96,8 @@ class Summary:
         if other.signature != self.signature:
             raise IncompatibleImagesError(
                 f"images cannot be pooled: {self.example} is {self.description} but "
-                f"{other.example} is {other.description}; choose a decode mode that makes "
-                "them alike (--mode RGB or --mode L), or compute them separately")
+                f"{other.example} is {other.description}; "
+                f"{pooling_hint(self.signature[3] or other.signature[3])}")
         return Summary(
             signature=self.signature, description=self.description, example=self.example,
             images=self.images + other.images,
@@ -86,14 +106,32 @@ class Summary:
             std_ddof1_sum=_add(self.std_ddof1_sum, other.std_ddof1_sum),
             var_sum=_add(self.var_sum, other.var_sum),
             images_ddof1=self.images_ddof1 + other.images_ddof1,
-            minimum=tuple(map(min, self.minimum, other.minimum)),
-            maximum=tuple(map(max, self.maximum, other.maximum)),
+            channel_images=_merged_counts(self.channel_images, other.channel_images,
+                                          self.images, other.images),
+            channel_images_ddof1=_merged_counts(self.channel_images_ddof1,
+                                                other.channel_images_ddof1,
+                                                self.images_ddof1, other.images_ddof1),
+            # a channel with no valid value in one part has NaN extremes there: fmin skips it
+            minimum=tuple(float(v) for v in np.fmin(self.minimum, other.minimum)),
+            maximum=tuple(float(v) for v in np.fmax(self.maximum, other.maximum)),
             skipped=self.skipped + other.skipped,
+            cross=None if self.cross is None or other.cross is None else
+            _add(self.cross, other.cross),
         )
 
 
 def _add(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(x + y for x, y in zip(a, b))
+
+
+def _merged_counts(a: tuple[int, ...] | None, b: tuple[int, ...] | None, all_a: int,
+                   all_b: int) -> tuple[int, ...] | None:
+    """Per-channel image counts of two parts; None stands for ``all_a`` (``all_b``) in
+    every channel."""
+    if a is None and b is None:
+        return None
+    size = len(a if a is not None else b)
+    return _add(a if a is not None else (all_a,) * size, b if b is not None else (all_b,) * size)
 
 
 def _with_skipped(base: Summary, skipped: tuple[Skipped, ...]) -> Summary:
@@ -110,6 +148,8 @@ def summarize(records: Records | None, skipped: tuple[Skipped, ...] = ()) -> Sum
     """
     if records is None or len(records) == 0:
         return Summary(skipped=tuple(skipped))
+    if records.valid is not None:
+        return _summarize_valid(records, skipped)
     var0 = records.image_variance(0)
     var1 = records.image_variance(1)
     has_sample_std = records.pixels >= 2
@@ -125,6 +165,44 @@ def summarize(records: Records | None, skipped: tuple[Skipped, ...] = ()) -> Sum
         images_ddof1=int(has_sample_std.sum()),
         minimum=tuple(float(v) for v in _columns(records.minimum).min(axis=1)),
         maximum=tuple(float(v) for v in _columns(records.maximum).max(axis=1)),
+        skipped=tuple(skipped),
+        cross=_cross_totals(records),
+    )
+
+
+def _cross_totals(records: Records) -> tuple[int, ...] | None:
+    """Exact totals of the records' cross sums (co-moments), or None without them."""
+    if not has_cross_sums(records):
+        return None
+    if isinstance(records, IntegerRecords):
+        return integer_cross_totals(records.cross_sums)
+    return float_cross_totals(records.pixels, records.means, records.residuals,
+                              records.co_moments)
+
+
+def _summarize_valid(records: Records, skipped: tuple[Skipped, ...]) -> Summary:
+    """`summarize` of records where nodata was left out: each channel's per-image std is
+    summed over the images with valid values in it (two for the sample std), the others
+    counted apart; the extremes are those of valid values."""
+    counts = records.channel_counts()
+    has_values, has_sample_std = counts >= 1, counts >= 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var0 = np.where(has_values, records.image_variance(0), 0.0)
+        var1 = np.where(has_sample_std, records.image_variance(1), 0.0)
+    return Summary(
+        signature=records.signature,
+        description=describe_signature(records),
+        example=records.keys[0] if records.keys else "an array",
+        images=len(records),
+        moments=records.moments(),
+        std_sum=tuple(fixed_sum(np.sqrt(var0))),
+        std_ddof1_sum=tuple(fixed_sum(np.sqrt(var1))),
+        var_sum=tuple(fixed_sum(var0)),
+        images_ddof1=int((records.pixels >= 2).sum()),
+        channel_images=tuple(int(v) for v in has_values.sum(axis=0)),
+        channel_images_ddof1=tuple(int(v) for v in has_sample_std.sum(axis=0)),
+        minimum=tuple(float(v) for v in np.fmin.reduce(_columns(records.minimum), axis=1)),
+        maximum=tuple(float(v) for v in np.fmax.reduce(_columns(records.maximum), axis=1)),
         skipped=tuple(skipped),
     )
 

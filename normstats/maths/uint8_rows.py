@@ -1,8 +1,10 @@
 """Per-image records of 8-bit images, reduced as a task decodes them one at a time.
 
 A reader decodes file after file; `Uint8Rows` keeps only each image's numbers (pixel
-count, and per channel Σx, Σx², min and max) in preallocated rows, filled by the compiled
-kernel (`normstats.maths.fused`). It is also the buffer the decoders write into (`take`):
+count, and per channel Σx, Σx², min and max; the channel cross sums too when the run asks
+for the covariance) in preallocated rows, filled by the compiled kernels
+(`normstats.maths.fused`, `normstats.maths.covariance`). It is also the buffer the
+decoders write into (`take`):
 
 - a small image (up to `BATCH_IMAGE_BYTES`) is decoded into the next slot of one arena
   and waits there; the waiting images are reduced together, one kernel call per run of
@@ -17,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from normstats.maths import fused
-from normstats.maths.records import IntegerRecords
+from normstats.maths.covariance import integer_cross_sums
+from normstats.maths.records import IntegerRecords, wants_cross_sums
 
 __all__ = ["Uint8Rows", "BATCH_IMAGE_BYTES", "ARENA_BYTES"]
 
@@ -47,6 +50,7 @@ class Uint8Rows:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, int(capacity))
+        self.cross = wants_cross_sums()  # the channel cross sums too, when the run asks
         self._groups: dict[tuple[str, ...], _Uint8Group] = {}
         self._arena = np.empty(0, np.uint8)  # allocated at the first small image
         self._large = np.empty(0, np.uint8)
@@ -78,13 +82,15 @@ class Uint8Rows:
         when it lies in the last slot `take` handed out."""
         group = self._groups.get(channel_names)
         if group is None:
-            group = self._groups[channel_names] = _Uint8Group(self.capacity, pixels.shape[2])
+            group = self._groups[channel_names] = _Uint8Group(self.capacity, pixels.shape[2],
+                                                              self.cross)
         row = group.append(key, pixels)
         if self._in_last_slot(pixels):
             offset, nbytes = self._last  # type: ignore[misc]
             self._waiting.append((group, row, offset, nbytes))
         else:
             fused.uint8_moments_into(pixels, row, *group.outputs)
+            group.add_cross(row, pixels[None])
         self._last = None
 
     def _in_last_slot(self, pixels: np.ndarray) -> bool:
@@ -108,6 +114,7 @@ class Uint8Rows:
             count = stop - start
             block = self._arena[offset:offset + count * nbytes].reshape(count, nbytes)
             fused.uint8_moments_rows(block, row, *group.outputs)
+            group.add_cross(row, block.reshape(count, -1, 1, group.channels))
             start = stop
         waiting.clear()
         self._used = 0
@@ -121,10 +128,18 @@ class Uint8Rows:
 class _Uint8Group:
     """Preallocated rows of one channel layout, filled by the compiled kernel in place."""
 
-    def __init__(self, capacity: int, channels: int) -> None:
+    def __init__(self, capacity: int, channels: int, cross: bool = False) -> None:
         self.keys: list[str] = []
+        self.channels = channels
         self.pixels = np.zeros(capacity, dtype=np.int64)
         self.outputs = fused.outputs(capacity, channels)
+        pairs = channels * (channels - 1) // 2
+        self.cross = np.zeros((capacity, pairs), np.int64) if cross else None
+
+    def add_cross(self, row: int, images: np.ndarray) -> None:
+        """The cross sums of (count, H, W, C) images into rows ``row`` onwards, if kept."""
+        if self.cross is not None:
+            self.cross[row:row + len(images)] = integer_cross_sums(images)
 
     def append(self, key: str, pixels: np.ndarray) -> int:
         """Give the image a row (its numbers follow) and return the row."""
@@ -138,4 +153,5 @@ class _Uint8Group:
         sums, squares, lows, highs = (array[:n] for array in self.outputs)
         return IntegerRecords(dtype="uint8", channel_names=names, keys=tuple(self.keys),
                               pixels=self.pixels[:n], sums=sums, sums_sq=squares,
-                              minimum=lows.astype(np.float64), maximum=highs.astype(np.float64))
+                              minimum=lows.astype(np.float64), maximum=highs.astype(np.float64),
+                              cross_sums=None if self.cross is None else self.cross[:n])

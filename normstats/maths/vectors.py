@@ -7,6 +7,11 @@ features of any width (int8 … int64, uint64) are summed as Python ints, so Σx
 exact even for int64 values near 2**62; float features use the float accumulator of
 images (two-pass float64 moments per block of rows, merged exactly), relative error
 ≤ 1e-12 against the exact value.
+
+With ``covariance=True`` a summary also keeps the exact co-moments of the rows whose
+features are all finite (`normstats.maths.covariance.CoMoments`): the d×d covariance is
+that of the complete rows, as ``numpy.cov(rowvar=False)`` of them would give it (exact for
+integer features, whatever their width).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from normstats.errors import EmptyDatasetError, UnreadableInputError
+from normstats.maths.covariance import CoMoments
+from normstats.maths.exact import FIXED_BITS
 from normstats.maths.moments import FloatMoments, IntegerMoments, Moments
 from normstats.maths.records import FLOAT_LIMIT, TOO_LARGE_REASON, Skipped
 
@@ -59,15 +66,26 @@ class VectorSummary:
     rows: int
     dtype: str
     skipped: tuple[Skipped, ...] = field(default_factory=tuple)
+    #: Exact co-moments of the complete rows (every feature finite), when asked.
+    co_moments: CoMoments | None = None
 
     def merge(self, other: VectorSummary) -> VectorSummary:
         if len(self.features) != len(other.features):
             raise ValueError("cannot merge vectors of different feature counts")
+        both = self.co_moments is not None and other.co_moments is not None
         return VectorSummary(tuple(a.merge(b) for a, b in zip(self.features, other.features)),
-                             self.rows + other.rows, self.dtype, self.skipped + other.skipped)
+                             self.rows + other.rows, self.dtype, self.skipped + other.skipped,
+                             self.co_moments.merge(other.co_moments) if both else None)
 
     def finalize(self, scale: float) -> dict[str, tuple]:
-        """Correctly rounded mean, variance (ddof 0 and 1), min, max and count per feature."""
+        """Mean, variance (ddof 0 and 1), min, max and count per feature.
+
+        Mean and variance are the exact totals divided by ``scale`` (and scale²) and
+        rounded once: the exact values, correctly rounded, for integer features; for float
+        features the totals hold each block's float64 two-pass moments, so they are within
+        1e-12 (relative) of the exact values. Min and max are the extremes divided by
+        ``scale`` in float64.
+        """
         empty = [j for j, f in enumerate(self.features) if f.count == 0]
         if empty:
             raise EmptyDatasetError(f"feature {empty[0]} has no finite value (all NaN, "
@@ -86,20 +104,37 @@ class VectorSummary:
 
 
 def summarize_vectors(block: np.ndarray, first_row: int = 0, name: str = "array",
-                      fail_on_inf: bool = False) -> VectorSummary:
-    """The `VectorSummary` of rows ``block`` (n, d), numbered from ``first_row``."""
+                      fail_on_inf: bool = False, covariance: bool = False) -> VectorSummary:
+    """The `VectorSummary` of rows ``block`` (n, d), numbered from ``first_row``; with
+    ``covariance``, the co-moments of its complete rows too."""
     block = np.asarray(block)
     if block.ndim != 2:
         raise ValueError(f"vector data must be (N, d), got shape {block.shape}")
     if block.shape[1] == 0:
         raise UnreadableInputError(f"vectors of shape {block.shape} have no features (axis 1 "
                                    "has length 0): that is not a dataset", name)
+    dtype = block.dtype.name  # a bool input is summed as 0/1 but reported as bool
     if block.dtype.kind == "b":
         block = block.astype(np.uint8)
     skipped: list[Skipped] = []
     features = tuple(_feature(block[:, j], j, first_row, name, fail_on_inf, skipped)
                      for j in range(block.shape[1]))
-    return VectorSummary(features, block.shape[0], block.dtype.name, tuple(skipped))
+    return VectorSummary(features, block.shape[0], dtype, tuple(skipped),
+                         _complete_rows(block) if covariance else None)
+
+
+def _complete_rows(block: np.ndarray) -> CoMoments:
+    """Exact co-moments of the rows of ``block`` whose values are all finite and small
+    enough to square (all rows of integer data)."""
+    if block.dtype.kind in "iu":
+        return CoMoments.from_integers(block)
+    values = block.astype(np.float64, copy=False)
+    with np.errstate(invalid="ignore"):
+        complete = (np.isfinite(values) & (np.abs(values) <= FLOAT_LIMIT)).all(axis=1)
+    if not complete.any():
+        d = block.shape[1]
+        return CoMoments(0, (0,) * d, (0,) * (d * (d + 1) // 2), FIXED_BITS)
+    return CoMoments.from_floats(values[complete])
 
 
 def _feature(column: np.ndarray, j: int, first_row: int, name: str, fail_on_inf: bool,

@@ -2,6 +2,8 @@
 
 * :class:`Normalize` and :func:`fold_into_first_layer`: fused, exact input
   normalization, or the same constants folded into the first layer's weights.
+* :class:`Whiten`: fused channel whitening (ZCA or PCA, from ``compute(...,
+  covariance=True)``), raw pixels in, whitened float32 out.
 * :mod:`normstats.nn.init`: Xavier and Kaiming initialization (PyTorch's formulas) with
   an explicit ``numpy.random.Generator``.
 * :class:`BatchNorm`, :class:`LayerNorm`, :class:`InstanceNorm`, :class:`GroupNorm`:
@@ -22,6 +24,7 @@ from normstats.nn.fold import fold_into_first_layer
 from normstats.nn.normalize import Normalize
 from normstats.nn.running_norms import BatchNorm, InstanceNorm
 from normstats.nn.sample_norms import GroupNorm, LayerNorm
+from normstats.nn.whiten import Whiten
 
 __all__ = [
     "BatchNorm",
@@ -29,6 +32,7 @@ __all__ = [
     "InstanceNorm",
     "LayerNorm",
     "Normalize",
+    "Whiten",
     "fold_into_first_layer",
     "init",
 ]

@@ -15,6 +15,19 @@ hf                 ``preprocessor_config.json`` keys ``image_mean``, ``image_std
                    ``image_processor_type`` so that ``AutoImageProcessor`` loads it
 mmcv               raw pixel units ([0, 255] for 8-bit), ``to_rgb=True`` (mmcv loads BGR)
 detectron2         raw pixel units, ``PIXEL_MEAN``/``PIXEL_STD`` and ``INPUT.FORMAT`` spelled out
+lighting           AlexNet-style PCA lighting, ``Lighting(alphastd, eigval, eigvec)`` adding
+                   ``eigvec @ (alpha * eigval)`` to a (C, H, W) tensor in the reported scale:
+                   ``eigval`` the covariance's eigenvalues, ``eigvec`` its eigenvectors as
+                   columns (needs ``covariance=True``)
+zca                ZCA whitening, ``(x - mean_vector) @ transformation_matrix`` on
+                   channels-last values in the reported scale (torchvision
+                   ``LinearTransformation``'s formula, kornia's matrix), ``eps`` 1e-6
+                   (needs ``covariance=True``)
+torchgeo           ``mean = torch.tensor([...])`` and ``std = torch.tensor([...])`` for a
+                   datamodule, in the reported scale (raw units for rasters)
+kornia             ``kornia.augmentation.Normalize(mean=torch.tensor, std=torch.tensor)``
+bands-json,        one row per band: ``band``, ``mean``, ``std``, ``p2``, ``p98`` (the 2nd
+bands-csv          and 98th percentiles of ``percentiles=True``; null / empty without them)
 =================  ==========================================================================
 
 Every export names the std variant it uses and the channel order; ``bgr=True``
@@ -37,7 +50,8 @@ from normstats.maths.variants import VARIANTS
 if TYPE_CHECKING:  # stats imports this module in DatasetStats.to
     from normstats.results.stats import DatasetStats
 
-__all__ = ["EXPORTERS", "FORMATS", "Constants", "constants", "export", "export_kwargs"]
+__all__ = ["EXPORTERS", "FORMATS", "COVARIANCE_FORMATS", "Constants", "constants", "export",
+           "export_kwargs"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,11 @@ class Constants:
     scale: float
     source: str
     bgr: bool = False
+    #: The channel covariance in the reported scale (population), when it was computed.
+    covariance: tuple[tuple[float, ...], ...] | None = None
+    #: The 2nd and 98th percentiles per channel in the reported scale, when computed.
+    p2: tuple[float, ...] | None = None
+    p98: tuple[float, ...] | None = None
 
     @property
     def variance(self) -> tuple[float, ...]:
@@ -83,13 +102,18 @@ def constants(stats: DatasetStats, variant: str = "std", bgr: bool = False) -> C
         For an unknown or undefined variant, or ``bgr`` on data without three channels.
     """
     mean, std, names = stats.mean, stats.variant(variant), stats.channels
+    covariance = stats.covariance
+    found = stats.percentiles or {}
+    p2, p98 = found.get("p2"), found.get("p98")
     if bgr:
         if len(names) != 3:
             raise InvalidOptionError(f"--bgr needs three channels, these data have {len(names)} "
                                      f"({', '.join(names)})")
         mean, std, names = mean[::-1], std[::-1], names[::-1]
+        covariance = None if covariance is None else tuple(row[::-1] for row in covariance[::-1])
+        p2, p98 = (None if v is None else v[::-1] for v in (p2, p98))
     return Constants(tuple(mean), tuple(std), tuple(names), variant, stats.scale, stats.source,
-                     bgr)
+                     bgr, covariance, p2, p98)
 
 
 def _tuple(values: tuple[float, ...]) -> str:
@@ -195,6 +219,133 @@ def _detectron2_code(c: Constants, kw: dict[str, Any]) -> str:
         *(f"cfg.{key} = {_code(value)}" for key, value in kw.items())])
 
 
+def _covariance(c: Constants, fmt: str) -> tuple[tuple[float, ...], ...]:
+    if c.covariance is None:
+        raise InvalidOptionError(f"--to {fmt} needs the channel covariance: compute with "
+                                 "--covariance (covariance=True)")
+    return c.covariance
+
+
+def _rows(values: Any) -> list[tuple[float, ...]]:
+    return [tuple(float(v) for v in row) for row in values]
+
+
+def _lighting_kwargs(c: Constants) -> dict[str, Any]:
+    # AlexNet's PCA lighting: eigenvalues of the covariance, eigenvectors as columns
+    from normstats.maths.whitening import principal_axes
+
+    values, vectors = principal_axes(_covariance(c, "lighting"))
+    return {"alphastd": 0.1, "eigval": tuple(float(v) for v in values),
+            "eigvec": _rows(vectors)}
+
+
+_LIGHTING_CLASS = '''import torch
+
+
+class Lighting:
+    """Add eigvec @ (alpha * eigval), alpha ~ N(0, alphastd) drawn per call, to every
+    pixel of a (C, H, W) tensor (AlexNet-style PCA lighting)."""
+
+    def __init__(self, alphastd, eigval, eigvec):
+        self.alphastd = alphastd
+        self.eigval = torch.tensor(eigval)
+        self.eigvec = torch.tensor(eigvec)
+
+    def __call__(self, img):
+        if self.alphastd == 0:
+            return img
+        alpha = torch.randn(self.eigval.shape) * self.alphastd
+        shift = self.eigvec @ (alpha * self.eigval)
+        return img + shift.to(img.dtype).view(-1, 1, 1)
+
+'''
+
+
+def _covariance_header(c: Constants, what: str) -> str:
+    """The first line of a covariance export (no std variant is involved)."""
+    return (f"# normstats: {c.source or 'dataset'}; channel order {', '.join(c.channels)}; "
+            f"{_scale_words(c)}; {what}")
+
+
+def _lighting_code(c: Constants, kw: dict[str, Any]) -> str:
+    head = _covariance_header(c, "eigval: eigenvalues of the population channel covariance, "
+                              "largest first; eigvec: eigenvectors as columns, each signed so "
+                              "that its largest component is positive")
+    return f"{head}\n{_LIGHTING_CLASS}\nlighting = " + _call("Lighting", kw)
+
+
+def _zca_kwargs(c: Constants) -> dict[str, Any]:
+    from normstats.maths.whitening import DEFAULT_EPS, zca_matrix
+
+    matrix = zca_matrix(_covariance(c, "zca"), DEFAULT_EPS)
+    return {"mean_vector": c.mean, "transformation_matrix": _rows(matrix), "eps": DEFAULT_EPS}
+
+
+_ZCA_CLASS = '''import torch
+
+
+class ChannelWhitening:
+    """(x - mean_vector) @ transformation_matrix over the channels of every pixel of a
+    (C, H, W) tensor; eps was added to each eigenvalue."""
+
+    def __init__(self, mean_vector, transformation_matrix, eps):
+        self.mean_vector = torch.tensor(mean_vector)
+        self.transformation_matrix = torch.tensor(transformation_matrix)
+        self.eps = eps
+
+    def __call__(self, img):
+        pixels = img.movedim(-3, -1) - self.mean_vector.to(img.dtype)
+        return (pixels @ self.transformation_matrix.to(img.dtype)).movedim(-1, -3)
+
+'''
+
+
+def _zca_code(c: Constants, kw: dict[str, Any]) -> str:
+    head = _covariance_header(c, f"ZCA of the population channel covariance, "
+                              f"U·diag(1/sqrt(λ + eps))·Uᵀ with eps={kw['eps']!r}")
+    return f"{head}\n{_ZCA_CLASS}\nwhiten = " + _call("ChannelWhitening", kw)
+
+
+def _torchgeo_code(c: Constants, kw: dict[str, Any]) -> str:
+    # a torchgeo datamodule keeps them as tensors and normalizes with kornia
+    return (c.header(_scale_words(c)) + "\nimport torch\n"
+            + f"mean = torch.tensor({_code(list(kw['mean']))})\n"
+            + f"std = torch.tensor({_code(list(kw['std']))})")
+
+
+def _kornia_code(c: Constants, kw: dict[str, Any]) -> str:
+    tensors = {name: f"torch.tensor({_code(list(values))})" for name, values in kw.items()}
+    return (c.header(_scale_words(c)) + "\nimport kornia\nimport torch\nnormalize = "
+            + "kornia.augmentation.Normalize("
+            + ", ".join(f"{k}={v}" for k, v in tensors.items()) + ")")
+
+
+def _bands_kwargs(c: Constants) -> dict[str, Any]:
+    def at(values: tuple[float, ...] | None, index: int) -> float | None:
+        return None if values is None else float(values[index])
+
+    return {"bands": [{"band": name, "mean": float(c.mean[i]), "std": float(c.std[i]),
+                       "p2": at(c.p2, i), "p98": at(c.p98, i)}
+                      for i, name in enumerate(c.channels)]}
+
+
+def _bands_json_code(c: Constants, kw: dict[str, Any]) -> str:
+    return json.dumps(kw["bands"], indent=2)
+
+
+def _bands_csv_code(c: Constants, kw: dict[str, Any]) -> str:
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(("band", "mean", "std", "p2", "p98"))
+    for row in kw["bands"]:
+        writer.writerow([row["band"], *("" if row[k] is None else repr(row[k])
+                                        for k in ("mean", "std", "p2", "p98"))])
+    return out.getvalue().rstrip("\n")
+
+
 EXPORTERS: dict[str, Exporter] = {
     "torchvision": Exporter(_mean_std, _torchvision_code),
     "timm": Exporter(_mean_std, _timm_code),
@@ -203,8 +354,16 @@ EXPORTERS: dict[str, Exporter] = {
     "hf": Exporter(_hf_kwargs, _hf_code),
     "mmcv": Exporter(_mmcv_kwargs, _mmcv_code),
     "detectron2": Exporter(_detectron2_kwargs, _detectron2_code),
+    "lighting": Exporter(_lighting_kwargs, _lighting_code),
+    "zca": Exporter(_zca_kwargs, _zca_code),
+    "torchgeo": Exporter(_mean_std, _torchgeo_code),
+    "kornia": Exporter(_mean_std, _kornia_code),
+    "bands-json": Exporter(_bands_kwargs, _bands_json_code),
+    "bands-csv": Exporter(_bands_kwargs, _bands_csv_code),
 }
 FORMATS = tuple(EXPORTERS)
+#: The formats written from the channel covariance (no std variant; ``covariance=True``).
+COVARIANCE_FORMATS = ("lighting", "zca")
 
 
 def _exporter(fmt: str) -> Exporter:

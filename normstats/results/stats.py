@@ -15,13 +15,17 @@ from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from normstats.errors import EmptyDatasetError, InvalidOptionError
+from normstats.maths.covariance import CoMoments, co_moments_of
 from normstats.maths.exact import FIXED_BITS
 from normstats.maths.records import Skipped
 from normstats.maths.scale import default_scale, parse_scale
 from normstats.maths.summary import Summary
 from normstats.maths.variants import VARIANTS
 from normstats.maths.vectors import VectorSummary
+from normstats.maths.whitening import DEFAULT_EPS, PrincipalAxes, Whitening
 from normstats.results.findings import Estimate, OutlierReport
 
 __all__ = ["DatasetStats", "VARIANTS"]
@@ -67,8 +71,20 @@ class DatasetStats:
     kind: str = "images"
     source: str = ""
     skipped: tuple[Skipped, ...] = field(default_factory=tuple)
-    #: Values used per feature of vector data, where NaN leaves some out (None for images).
+    #: Values used per channel: per feature of vector data, where NaN leaves some out, and
+    #: per band of images where nodata was left out (the valid pixels each band kept); None
+    #: when every value counted.
     counts: tuple[int, ...] | None = None
+    #: Per band, the images without one valid pixel in it (nodata left out): they are left
+    #: out of that band's per-image averages. None when no nodata was left out.
+    nodata_images: tuple[int, ...] | None = None
+    #: The C×C channel covariance (population, and sample: ddof 1) and correlation in the
+    #: reported scale, when asked (``covariance=True``; see docs/covariance.md), None
+    #: otherwise; ``correlation`` is None when a channel is constant. ``pca()`` and
+    #: ``whitening()`` are computed from them.
+    covariance: tuple[tuple[float, ...], ...] | None = None
+    covariance_ddof1: tuple[tuple[float, ...], ...] | None = None
+    correlation: tuple[tuple[float, ...], ...] | None = None
     #: Image files answered by the record cache / decoded in this run (see docs/cache.md);
     #: both 0 when no cache was used. How a result was obtained, not what it is: left
     #: out of ``==``.
@@ -87,6 +103,11 @@ class DatasetStats:
     percentiles: dict[str, tuple[float, ...]] | None = field(default=None, compare=False)
     by_folder: dict[str, DatasetStats] | None = field(default=None, compare=False)
     outliers: OutlierReport | None = field(default=None, compare=False)
+    #: The mean image (``mean_image=True``) and its per-position population std over
+    #: images (``mean_image_std=True``): float64 (H, W, C) arrays in the reported scale
+    #: (see ``docs/mean_image.md``); None when not asked. Left out of ``==`` and ``repr``.
+    mean_image: np.ndarray | None = field(default=None, compare=False, repr=False)
+    mean_image_std: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_summary(cls, summary: Summary, *, channels: tuple[str, ...] | None = None,
@@ -105,17 +126,26 @@ class DatasetStats:
                 reason += f" ({len(summary.skipped)} skipped, e.g. {summary.skipped[0].path}: " \
                           f"{summary.skipped[0].reason})"
             raise EmptyDatasetError(reason, path=source or None)
-        dtype = summary.signature[1]
-        scale = float(default_scale(dtype) if scale is None else parse_scale(scale))
+        dtype, raw_units = summary.signature[1], summary.signature[3]
+        scale = float(default_scale(dtype, raw_units) if scale is None else parse_scale(scale))
         n_channels = len(summary.signature[2])
         channels = tuple(channels) if channels else summary.signature[2]
         if len(channels) != n_channels:
             raise InvalidOptionError(f"{len(channels)} channel names given for "
                                      f"{n_channels} channels")
+        counts = summary.moments.counts
+        if counts is not None and 0 in counts:
+            raise EmptyDatasetError(f"band {channels[counts.index(0)]} has no valid pixel in "
+                                    f"any of the {summary.images:,} images (all nodata)",
+                                    path=source or None)
+        nodata_images = None if summary.channel_images is None else \
+            tuple(summary.images - v for v in summary.channel_images)
         return cls(channels=channels, **_finalize(summary, scale, kind), dtype=dtype,
                    scale=scale, mode=mode, kind=kind, source=source,
                    skipped=summary.skipped, images=summary.images,
-                   pixels_per_channel=summary.moments.count)
+                   pixels_per_channel=summary.moments.count, counts=counts,
+                   nodata_images=nodata_images,
+                   **_covariance(co_moments_of(summary.moments, summary.cross), scale))
 
     @classmethod
     def from_vectors(cls, summary: VectorSummary, *, channels: tuple[str, ...] | None = None,
@@ -146,7 +176,7 @@ class DatasetStats:
                    min=done["min"], max=done["max"], images=summary.rows,
                    pixels_per_channel=summary.rows, dtype=summary.dtype, scale=scale,
                    mode=mode, kind="vectors", source=source, skipped=summary.skipped,
-                   counts=done["counts"])
+                   counts=done["counts"], **_covariance(summary.co_moments, scale))
 
     def variant(self, name: str) -> tuple[float, ...]:
         """The std variant ``name`` (see `VARIANTS`), with a clear error if unavailable."""
@@ -188,26 +218,35 @@ class DatasetStats:
         """
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["skipped"] = [s.to_dict() for s in self.skipped]
-        for name in ("channels", "counts", "cache_changed", *_PER_CHANNEL):
+        for name in ("channels", "counts", "nodata_images", "cache_changed", *_PER_CHANNEL):
             if data[name] is not None:
                 data[name] = list(data[name])
         for name in ("estimate", "outliers"):
             if data[name] is not None:
                 data[name] = data[name].to_dict()
+        for name in _MATRICES:
+            if data[name] is not None:
+                data[name] = [list(row) for row in data[name]]
         if self.percentiles is not None:
             data["percentiles"] = {k: list(v) for k, v in self.percentiles.items()}
         if self.by_folder is not None:
             data["by_folder"] = {k: s.to_dict() for k, s in self.by_folder.items()}
+        for name in ("mean_image", "mean_image_std"):
+            if data[name] is not None:
+                data[name] = data[name].tolist()
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DatasetStats:
         """Rebuild from `to_dict` output (or the CLI's ``--json``)."""
         values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        for name in ("channels", "counts", "cache_changed", *_PER_CHANNEL):
+        for name in ("channels", "counts", "nodata_images", "cache_changed", *_PER_CHANNEL):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         values["skipped"] = tuple(Skipped.from_dict(s) for s in data.get("skipped", ()))
+        for name in _MATRICES:
+            if values.get(name) is not None:
+                values[name] = tuple(tuple(row) for row in values[name])
         for name, kind in (("estimate", Estimate), ("outliers", OutlierReport)):
             if values.get(name) is not None:
                 values[name] = kind.from_dict(values[name])
@@ -215,11 +254,75 @@ class DatasetStats:
             values["percentiles"] = {k: tuple(v) for k, v in values["percentiles"].items()}
         if values.get("by_folder") is not None:
             values["by_folder"] = {k: cls.from_dict(v) for k, v in values["by_folder"].items()}
+        for name in ("mean_image", "mean_image_std"):
+            if values.get(name) is not None:
+                values[name] = np.array(values[name], dtype=np.float64)
         return cls(**values)
 
     def to_json(self, indent: int | None = 2) -> str:
         """JSON text of `to_dict`."""
         return json.dumps(self.to_dict(), indent=indent)
+
+    def pca(self, scale: float | None = None, ddof: int = 0) -> PrincipalAxes:
+        """Eigenvalues (largest first) and eigenvectors (columns) of the channel covariance.
+
+        Parameters
+        ----------
+        scale : float, optional
+            Pixel values divided by this (default: the reported scale, ``self.scale``:
+            [0, 1] for 8-bit images; 1 gives raw pixel units).
+        ddof : {0, 1}
+            The population covariance (default) or the sample one.
+
+        Each eigenvector's component of largest magnitude is positive (eigenvectors are
+        only defined up to sign; see `normstats.maths.whitening`). ``stats.to("lighting")``
+        writes them as a PCA lighting transform.
+
+        Examples
+        --------
+        >>> import numpy as np, normstats
+        >>> x = np.array([[[[0, 0]]], [[[255, 255]]]], np.uint8)
+        >>> axes = normstats.compute(x, covariance=True, layout="NHWC").pca()
+        >>> axes.eigenvalues, axes.eigenvectors[0][0] > 0
+        ((0.5, 0.0), True)
+        """
+        return PrincipalAxes.of(self._scaled_covariance(scale, ddof), self.channels,
+                                self.scale if scale is None else parse_scale(scale), ddof)
+
+    def whitening(self, eps: float = DEFAULT_EPS, kind: str = "zca",
+                  scale: float | None = None, ddof: int = 0) -> Whitening:
+        """The whitening transform ``(x / scale − mean) @ matrix`` of the channels.
+
+        ``kind`` "zca" gives ``U·diag(1/√(λ + eps))·Uᵀ`` (torchvision's
+        ``LinearTransformation`` and kornia's ``ZCAWhitening`` formula), "pca" the
+        rotation onto the principal axes, scaled; ``eps`` (default 1e-6, kornia's) is added
+        to every eigenvalue; ``scale`` and ``ddof`` as in `pca`.
+
+        Examples
+        --------
+        >>> import numpy as np, normstats
+        >>> x = np.array([[[[0, 0]]], [[[255, 0]]], [[[0, 255]]]], np.uint8)
+        >>> w = normstats.compute(x, covariance=True, layout="NHWC").whitening(eps=0)
+        >>> np.round(np.cov(w.apply(x.reshape(-1, 2) / 255), rowvar=False, ddof=0), 12).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        """
+        factor = 1.0 if scale is None else self.scale / parse_scale(scale)
+        return Whitening.of([m * factor for m in self.mean],
+                            self._scaled_covariance(scale, ddof), self.channels,
+                            self.scale if scale is None else parse_scale(scale), eps, kind,
+                            ddof)
+
+    def _scaled_covariance(self, scale: float | None, ddof: int) -> np.ndarray:
+        if ddof not in (0, 1):
+            raise InvalidOptionError(f"ddof must be 0 or 1, got {ddof!r}")
+        matrix = self.covariance if ddof == 0 else self.covariance_ddof1
+        if matrix is None:
+            raise InvalidOptionError(
+                "this result has no channel covariance: compute it with covariance=True "
+                "(--covariance)" if self.covariance is None else
+                "the sample covariance needs more than one value per channel")
+        factor = 1.0 if scale is None else self.scale / parse_scale(scale)
+        return np.asarray(matrix) * (factor * factor)
 
     def to(self, fmt: str, variant: str = "std", bgr: bool = False) -> str:
         """The constants in framework ``fmt``'s convention (see `normstats.results.exporters`)."""
@@ -256,6 +359,21 @@ class DatasetStats:
 
 
 
+_MATRICES = ("covariance", "covariance_ddof1", "correlation")
+
+
+def _covariance(totals: CoMoments | None, scale: float) -> dict[str, Any]:
+    """The covariance fields of a result from exact co-moment totals (none: not asked)."""
+    if totals is None:
+        return {}
+    if totals.count == 0:
+        raise EmptyDatasetError("no vector has every feature finite: the covariance of "
+                                "complete rows is undefined")
+    return {"covariance": totals.covariance(scale),
+            "covariance_ddof1": totals.covariance(scale, ddof=1) if totals.count > 1 else None,
+            "correlation": totals.correlation()}
+
+
 def _finalize(summary: Summary, scale: float, kind: str) -> dict[str, Any]:
     moments, images = summary.moments, summary.images
     mean, variance = moments.finalize(scale)
@@ -266,16 +384,21 @@ def _finalize(summary: Summary, scale: float, kind: str) -> dict[str, Any]:
         "min": tuple(v / scale for v in summary.minimum),
         "max": tuple(v / scale for v in summary.maximum),
     }
-    if moments.count > 1:
+    if min(moments.channel_counts()) > 1:
         out["std_ddof1"] = tuple(math.sqrt(v) for v in moments.finalize(scale, ddof=1)[1])
     if kind == "images":
         exact_scale = Fraction(scale)
         unit = exact_scale * (1 << FIXED_BITS)
-        out["per_image_std"] = tuple(float(Fraction(s) / unit / images) for s in summary.std_sum)
+        # per band, the images it has values in (nodata left out); every image otherwise
+        channels = len(summary.std_sum)
+        counted = summary.channel_images or (images,) * channels
+        sampled = summary.channel_images_ddof1 or (summary.images_ddof1,) * channels
+        out["per_image_std"] = tuple(float(Fraction(s) / unit / n)
+                                     for s, n in zip(summary.std_sum, counted))
         out["rms_per_image_std"] = tuple(
-            math.sqrt(float(Fraction(s) / (unit * exact_scale) / images))
-            for s in summary.var_sum)
-        if summary.images_ddof1:
-            out["per_image_std_ddof1"] = tuple(float(Fraction(s) / unit / summary.images_ddof1)
-                                               for s in summary.std_ddof1_sum)
+            math.sqrt(float(Fraction(s) / (unit * exact_scale) / n))
+            for s, n in zip(summary.var_sum, counted))
+        if min(sampled, default=0):
+            out["per_image_std_ddof1"] = tuple(float(Fraction(s) / unit / n)
+                                               for s, n in zip(summary.std_ddof1_sum, sampled))
     return out

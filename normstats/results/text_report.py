@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # DatasetStats.__str__ calls render_report
     from normstats.results.stats import DatasetStats
 
-__all__ = ["render_report", "normalize_line", "printable", "STD_EXPLANATION"]
+__all__ = ["render_report", "normalize_line", "printable", "STD_EXPLANATION", "render_covariance"]
 
 STD_EXPLANATION = (
     "pooled std = spread of every pixel around the dataset mean (the constant for Normalize); "
@@ -75,14 +75,33 @@ def scaler_line(stats: DatasetStats, digits: int = 6) -> str:
             f"var_={fmt(tuple(v * v for v in stats.std))}")
 
 
+def _scale_words(stats: DatasetStats) -> str:
+    """The scale and what it means: [0, 1] values, or raw units (floats, and TIFF rasters
+    deeper than 8 bits or of more than 4 bands, unless --scale said otherwise)."""
+    if stats.scale != 1:
+        return f"scale {stats.scale:g} (values shown in [0, 1])"
+    if stats.kind == "images" and stats.mode == "keep" and stats.dtype.startswith(("uint", "int")):
+        return ("scale 1 (raw units: TIFF rasters deeper than 8 bits or of more than 4 bands "
+                "are reported as measured; --scale divides them)")
+    return "scale 1"
+
+
 def _header(stats: DatasetStats) -> list[str]:
-    scale = f"scale {stats.scale:g}" + (" (values shown in [0, 1])" if stats.scale != 1 else "")
+    scale = _scale_words(stats)
     unit = "vectors" if stats.kind == "vectors" else "images"
     per = "pixels per channel"
     size = f"{stats.pixels_per_channel:,} {per}" if stats.kind == "images" else \
         f"{len(stats.channels):,} features"
     lines = [f"normstats: {printable(stats.source)}",
              f"  {stats.images:,} {unit}, {size}, {stats.dtype}, {scale}, mode {stats.mode}"]
+    if stats.kind == "images" and stats.counts is not None:  # nodata was left out
+        left = stats.pixels_per_channel * len(stats.counts) - sum(stats.counts)
+        lines.append(f"  nodata left out band by band: {left:,} values ('values' counts what "
+                     "each band kept)")
+        if stats.nodata_images and any(stats.nodata_images):
+            lines.append("  images without a valid pixel, left out of that band's per-image "
+                         "std: " + ", ".join(f"{name} {count:,}" for name, count in
+                                             zip(stats.channels, stats.nodata_images) if count))
     if stats.images_cached or stats.images_decoded:  # folders: what the record cache answered
         lines.append(f"  {stats.images_cached:,} file(s) from the cache, "
                      f"{stats.images_decoded:,} decoded")
@@ -103,7 +122,7 @@ def _table(stats: DatasetStats) -> list[str]:
     if stats.per_image_std_ddof1 is not None:
         columns.append(("per-image std ddof1", stats.per_image_std_ddof1))
     columns += [("min", stats.min), ("max", stats.max)]
-    if stats.counts is not None and len(set(stats.counts)) > 1:
+    if stats.counts is not None and (len(set(stats.counts)) > 1 or stats.kind == "images"):
         columns.append(("values", tuple(float(c) for c in stats.counts)))
     name_width = max(7, *(len(c) for c in stats.channels))
     widths = [max(10, len(title)) for title, _ in columns]
@@ -142,3 +161,35 @@ def render_report(stats: DatasetStats, variant: str = "std") -> str:
         lines.append(normalize_line(stats, variant))
     skipped = render_skipped(stats)
     return "\n".join(lines + ([""] + skipped if skipped else []))
+
+
+def render_covariance(stats: DatasetStats) -> list[str]:
+    """Lines of the channel covariance, correlation, principal axes and condition numbers
+    of a result computed with ``covariance=True``."""
+    from normstats.maths.whitening import covariance_conditions
+
+    names = stats.channels
+    width = max(11, *(len(n) for n in names))
+    head = "  " + " " * width + "".join(f"  {n:>{width}}" for n in names)
+
+    def matrix(rows: tuple[tuple[float, ...], ...], digits: str) -> list[str]:
+        return [head] + ["  " + name.ljust(width) + "".join(f"  {v:>{width}{digits}}" for v in row)
+                         for name, row in zip(names, rows)]
+
+    units = f"pixels divided by {stats.scale:g}" if stats.scale != 1 else "raw units"
+    lines = [f"channel covariance (population, ddof 0; {units}):",
+             *matrix(stats.covariance, ".6g")]
+    if stats.correlation is not None:
+        lines += ["channel correlation:", *matrix(stats.correlation, ".4f")]
+    axes = stats.pca()
+    lines += ["principal axes (eigenvectors as columns, largest component positive):",
+              "  " + "eigval".ljust(width) + "".join(f"  {v:>{width}.6g}"
+                                                     for v in axes.eigenvalues),
+              "  " + "share".ljust(width) + "".join(f"  {v:>{width}.2%}"
+                                                    for v in axes.explained),
+              *("  " + name.ljust(width) + "".join(f"  {v:>{width}.4f}" for v in row)
+                for name, row in zip(names, axes.eigenvectors))]
+    raw, standardized, whitened = covariance_conditions(stats.covariance)
+    lines.append(f"condition number κ of the covariance: {raw:.4g} as is, {standardized:.4g} "
+                 f"standardized, {whitened:.4g} whitened")
+    return lines

@@ -33,6 +33,13 @@ from normstats.errors import (
     NormstatsError,
     UnreadableInputError,
 )
+from normstats.maths.covariance import integer_cross_sums
+from normstats.maths.masked import (
+    NON_FINITE_VALID,
+    masked_records,
+    unusable_images,
+    valid_values,
+)
 from normstats.maths.records import (
     FLOAT_LIMIT,
     TOO_LARGE_REASON,
@@ -40,13 +47,14 @@ from normstats.maths.records import (
     Skipped,
     default_channel_names,
     records_from_stack,
+    wants_cross_sums,
 )
 from normstats.sources.base import Task, TaskResult, split_evenly
 from normstats.sources.zarr_chunks import holes_in, read_rows
 
 __all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "parse_layout",
            "LAYOUTS", "open_array",
-           "stack_records", "is_zarr_folder", "check_axes"]
+           "stack_records", "usable_rows", "is_zarr_folder", "check_axes"]
 
 LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
 _SINGLE = ("HWC", "CHW", "HW")
@@ -183,7 +191,11 @@ def _check_npy_length(array: Any, path: str) -> None:
 
 @dataclass(frozen=True)
 class ArrayTask:
-    """Records of images ``start:stop`` of an array (in memory, or reopened by path)."""
+    """Records of images ``start:stop`` of an array (in memory, or reopened by path).
+
+    With ``nodata`` or ``mask`` (the whole array's mask, True where a value is left out),
+    each band of each image keeps only its valid values (`normstats.maths.masked`).
+    """
 
     array: Any
     start: int
@@ -191,6 +203,8 @@ class ArrayTask:
     layout: str
     name: str
     channel_names: tuple[str, ...] | None = None
+    nodata: float | None = None
+    mask: Any = None
 
     @property
     def size(self) -> int:
@@ -207,11 +221,59 @@ class ArrayTask:
         return replace(self, stop=min(self.stop, self.start + count))
 
     def run(self) -> TaskResult:
-        stack = self.stack()
-        if stack.dtype.kind == "f" and not (np.isfinite(stack).all() and (not _can_be_too_large(
-                stack.dtype) or float(np.abs(stack).max(initial=0)) <= FLOAT_LIMIT)):
+        return self.result_of(self.stack())
+
+    def result_of(self, stack: np.ndarray) -> TaskResult:
+        """The records of ``stack``, this task's images as `stack` reads them; images
+        holding NaN, inf or values too large to square are skipped and named."""
+        if self.nodata is not None or self.mask is not None:
+            return self._masked_result(stack)
+        if usable_rows(stack) is not None:
             return _without_non_finite(stack, self)
         return TaskResult(stack_records(stack, channel_names=self.channel_names))
+
+
+    def _mask_of(self) -> np.ndarray | None:
+        """The task's rows of the array's mask, viewed as its images are (None: no mask)."""
+        if self.mask is None:
+            return None
+        rows = slice(None) if self.layout in _SINGLE else slice(self.start, self.stop)
+        return as_nhwc(np.asarray(self.mask[rows]), self.layout)
+
+    def valid_values(self, stack: np.ndarray) -> np.ndarray | None:
+        """Bool (n, H, W, C): the values of ``stack`` that count (not nodata, NaN or
+        masked); None when all of them do."""
+        return valid_values(stack, self.nodata, self._mask_of())
+
+    def _masked_result(self, stack: np.ndarray) -> TaskResult:
+        """Records with nodata, NaN and masked values left out band by band; images with
+        an infinite or too large valid value are skipped and named."""
+        records = masked_records(stack, nodata=self.nodata, mask=self._mask_of(),
+                                 channel_names=self.channel_names)
+        unusable = unusable_images(records)
+        if not unusable.any():
+            return TaskResult(records)
+        skipped = tuple(Skipped(f"{self.name}[{self.start + i}]", NON_FINITE_VALID)
+                        for i in np.flatnonzero(unusable))
+        kept = records.take(~unusable)
+        return TaskResult(kept if len(kept) else None, skipped)
+
+
+def usable_rows(stack: np.ndarray) -> np.ndarray | None:
+    """Which images of an (n, H, W, C) stack the statistics use: None when all of them,
+    else a boolean mask leaving out those holding NaN, inf or values too large to square.
+
+    Examples
+    --------
+    >>> usable_rows(np.zeros((2, 1, 1, 1)))
+    >>> usable_rows(np.array([0.0, np.nan]).reshape(2, 1, 1, 1))
+    array([ True, False])
+    """
+    if stack.dtype.kind != "f" or (np.isfinite(stack).all() and (not _can_be_too_large(
+            stack.dtype) or float(np.abs(stack).max(initial=0)) <= FLOAT_LIMIT)):
+        return None
+    finite, small = _finite_and_small(stack.reshape(stack.shape[0], -1))
+    return finite & small
 
 
 def _can_be_too_large(dtype: np.dtype) -> bool:
@@ -235,21 +297,28 @@ def stack_records(stack: np.ndarray, channel_names: tuple[str, ...] | None = Non
     names = tuple(channel_names) if channel_names else default_channel_names(channels)
     if len(names) != channels:
         raise IncompatibleImagesError(f"{len(names)} channel names for {channels} channels")
-    parts = [records_from_stack(stack[..., i:i + _KERNEL_CHANNELS])
+    parts = [records_from_stack(stack[..., i:i + _KERNEL_CHANNELS], cross=False)
              for i in range(0, channels, _KERNEL_CHANNELS)]
     arrays = {name: np.concatenate([getattr(p, name) for p in parts], axis=1)
               for name in parts[0].array_fields() if getattr(parts[0], name).ndim == 2}
+    if wants_cross_sums():  # pairs across the groups too: from the whole stack
+        arrays["cross_sums"] = integer_cross_sums(stack)
     return replace(parts[0], channel_names=names, **arrays)
+
+
+def _finite_and_small(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of (n, values) floats: all finite; no value too large to square."""
+    finite = np.isfinite(flat).all(axis=1)
+    small = np.full(len(flat), True)
+    if _can_be_too_large(flat.dtype):
+        small = np.abs(np.where(np.isfinite(flat), flat, 0)).max(axis=1, initial=0) <= FLOAT_LIMIT
+    return finite, small
 
 
 def _without_non_finite(stack: np.ndarray, task: ArrayTask) -> TaskResult:
     """Skip (and name) the images holding NaN, inf or values too large to square; keep the
     rest exact."""
-    flat = stack.reshape(stack.shape[0], -1)
-    finite = np.isfinite(flat).all(axis=1)
-    small = np.full(len(flat), True)
-    if _can_be_too_large(flat.dtype):
-        small = np.abs(np.where(np.isfinite(flat), flat, 0)).max(axis=1, initial=0) <= FLOAT_LIMIT
+    finite, small = _finite_and_small(stack.reshape(stack.shape[0], -1))
     skipped = tuple(Skipped(f"{task.name}[{task.start + i}]",
                             "contains NaN or infinite values" if not finite[i] else
                             TOO_LARGE_REASON)
@@ -285,9 +354,14 @@ class ArraySource:
 
     def __init__(self, array: Any, layout: str | None = None,
                  channel_names: tuple[str, ...] | None = None,
-                 allow_missing_chunks: bool = False) -> None:
+                 allow_missing_chunks: bool = False, nodata: float | None = None) -> None:
         self.path = os.fspath(array) if isinstance(array, (str, os.PathLike)) else None
         self.array = open_array(self.path) if self.path else array
+        #: The value of missing measurements, and a masked array's mask (True: left out).
+        self.nodata, self.mask = nodata, None
+        if np.ma.isMaskedArray(self.array):
+            self.mask = np.ma.getmaskarray(self.array)
+            self.array = np.ma.getdata(self.array)
         shape = tuple(self.array.shape)
         self.layout = check_layout(layout, len(shape)) if layout else detect_layout(shape)
         self.kind = "vectors" if self.layout == "NC" else "images"
@@ -324,8 +398,8 @@ class ArraySource:
             task_size = max(1, min(_TASK_BYTES // per_image, enough))
         data = self.path if self.path and self.scheduler == "processes" else self.array
         name = self.path or "array"
-        return [ArrayTask(data, a, b, self.layout, name, self.channel_names)
-                for a, b in split_evenly(count, task_size)]
+        return [ArrayTask(data, a, b, self.layout, name, self.channel_names, self.nodata,
+                          self.mask) for a, b in split_evenly(count, task_size)]
 
 
 def _check_dtype(dtype: np.dtype, name: str) -> None:

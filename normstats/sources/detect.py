@@ -14,6 +14,7 @@ format             recognised by
 ``stl10-bin``      ``*_X.bin``
 ``cifar-python``   a pickle (protocol 2+) -- read by the restricted unpickler only
 ``parquet``        ``PAR1`` magic or ``.parquet``/``.pq``: an image column (pyarrow extra)
+``arrow``          ``ARROW1`` magic or ``.arrow`` (Hugging Face's files): an image column
 ``image``          one image file (an image extension): a one-image dataset
 =================  =====================================================================
 """
@@ -25,6 +26,7 @@ import os
 from typing import Any
 
 from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.sources.arrow import ARROW_EXTENSIONS, ArrowFileSource
 from normstats.sources.cifar import (
     RECORD_FORMATS,
     cifar_binary_kind,
@@ -42,7 +44,8 @@ from normstats.sources.tar.reader import TarSource, read_shard_index
 
 __all__ = ["FORMATS", "FILE_FORMATS", "detect_format", "open_format"]
 
-FILE_FORMATS = ("idx", *RECORD_FORMATS, "cifar-python", "tar", "npz", "parquet", "image")
+FILE_FORMATS = ("idx", *RECORD_FORMATS, "cifar-python", "tar", "npz", "parquet", "arrow",
+                "image")
 FORMATS = ("folder", "zarr", "npy", *FILE_FORMATS)
 
 
@@ -86,6 +89,8 @@ def detect_format(path: str) -> str:
         return "npz"
     if head.startswith(b"PAR1") or name.endswith(PARQUET_EXTENSIONS):
         return "parquet"
+    if head.startswith(b"ARROW1") or name.endswith(ARROW_EXTENSIONS):
+        return "arrow"
     if looks_like_idx(head) or head[257:262] == b"ustar":
         return "idx" if looks_like_idx(head) else "tar"
     if head.startswith(b"\x1f\x8b"):
@@ -114,7 +119,7 @@ def open_format(path: str, fmt: str, *, policy: DecodePolicy | None = None,
     decode under ``policy`` (default: `DecodePolicy`'s defaults).
 
     ``extra`` passes format options from manifests: ``member`` (npz), ``counts`` and
-    ``image_ext`` (tar), ``column`` (parquet).
+    ``image_ext`` (tar), ``column`` (parquet, arrow).
     """
     if fmt not in FILE_FORMATS:
         raise InvalidOptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -131,6 +136,8 @@ def open_format(path: str, fmt: str, *, policy: DecodePolicy | None = None,
         return ImageFilesSource([path], policy, fail_fast)
     if fmt == "parquet":
         return ParquetSource([path], policy, fail_fast, extra.get("column"))
+    if fmt == "arrow":
+        return ArrowFileSource([path], policy, fail_fast, extra.get("column"))
     paths, counts = [path], dict(extra.get("counts") or {})
     if path.lower().endswith(".json"):
         counts.update(read_shard_index(path))

@@ -32,6 +32,8 @@ _CHUNK = 4096
 #: Paths are decoded this many at a time: a batch at once is cheaper, and a task of many
 #: small images then never holds all its path strings.
 _PATH_CHUNK = 256
+#: Paths are joined this many at a time (`FileList.joined_paths`).
+_JOIN_CHUNK = 1 << 14
 
 
 #: An odd 64-bit constant (2**64 / golden ratio): multiplying by it spreads inode numbers
@@ -224,7 +226,35 @@ class FileList(Sequence[FileEntry]):
         >>> FileList.from_columns(["a.png", "b/c.png"], [1, 2], [0, 0]).paths()
         ['a.png', 'b/c.png']
         """
-        return self._decoded_paths(0, len(self))
+        if len(self) < 2 or b"\0" in self._columns()[0]:  # no free separator: one by one
+            return self._decoded_paths(0, len(self))
+        # A NUL (which no file name holds) between paths, one decode and one split: no
+        # Python call a path (a million paths in ~0.05 s, not ~0.5 s).
+        return str(self.joined_paths(), PATH_ENCODING, PATH_ERRORS).split("\0")
+
+    def joined_paths(self) -> np.ndarray:
+        """Every path's bytes (uint8), a NUL between two paths: how the record cache
+        stores them. Made a run of paths at a time: its temporaries stay small.
+
+        Examples
+        --------
+        >>> FileList.from_columns(["a.png", "b/c.png"], [1, 2], [0, 0]).joined_paths().tobytes()
+        b'a.png\\x00b/c.png'
+        """
+        data, offsets = self._columns()[:2]
+        offsets = offsets.astype(np.int64)
+        source = np.frombuffer(data, np.uint8)
+        count = len(self)
+        joined = np.zeros(len(data) + max(count - 1, 0), np.uint8)  # the NULs already there
+        for first in range(0, count, _JOIN_CHUNK):
+            last = min(count, first + _JOIN_CHUNK)
+            start, stop = offsets[first], offsets[last]
+            # path i's bytes move right by i: one NUL before each path but the first
+            piece = joined[start + first:stop + last - 1]
+            is_path = np.ones(len(piece), bool)
+            is_path[offsets[first + 1:last] - start + np.arange(last - first - 1)] = False
+            piece[is_path] = source[start:stop]
+        return joined
 
     def paths_and_sizes(self) -> Iterator[tuple[str, int]]:
         """Every file's relative path and size, in order: cheaper than iterating the entries,
@@ -263,7 +293,15 @@ class FileList(Sequence[FileEntry]):
         offsets = np.zeros(len(indices) + 1, np.int64)
         np.cumsum(stops - starts, out=offsets[1:])
         paths = self._paths
-        joined = b"".join(paths[a:b] for a, b in zip(starts.tolist(), stops.tolist()))
+        if len(indices) > 1 and (np.diff(indices) > 0).all():  # in order: one masked copy
+            chosen = np.zeros(n, bool)
+            chosen[indices] = True
+            lengths = np.diff(self._offsets.astype(np.int64))
+            first = int(self._offsets[0])
+            data = np.frombuffer(paths, np.uint8)[first:int(self._offsets[-1])]
+            joined = data[np.repeat(chosen, lengths)].tobytes()
+        else:
+            joined = b"".join(paths[a:b] for a, b in zip(starts.tolist(), stops.tolist()))
         return FileList(joined, offsets, self.sizes[indices], self.mtimes[indices],
                         self.stamps[indices])
 

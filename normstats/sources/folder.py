@@ -15,6 +15,7 @@ import numpy as np
 
 from normstats.errors import NormstatsError, SkipKind, UnreadableInputError, input_error
 from normstats.maths import fused
+from normstats.maths.masked import MaskedRows, masked_records
 from normstats.maths.records import Records, Skipped, concat_records, records_from_stack
 from normstats.maths.uint8_rows import Uint8Rows
 from normstats.sources.base import Task, TaskResult, default_task_size, split_evenly
@@ -124,9 +125,10 @@ def reduce_as_decoded(decode: Callable[[OutputBuffer | None], Iterator[tuple[str
 
     8-bit images are decoded into buffers the records hand out (`Uint8Rows.take`) and
     reduced there, small ones in batches, large ones at once while their pixels are still
-    in cache; only their numbers are kept. The rest are reduced together at the end. Only
-    with the compiled kernel do decodes write into those buffers (``scratch``): an image
-    is then valid only until the next one is decoded.
+    in cache; only their numbers are kept. Images with nodata to leave out and rasters are
+    reduced as they come, band by band (`MaskedRows`). The rest are reduced together at the
+    end. Only with the compiled kernel do decodes write into those buffers (``scratch``):
+    an image is then valid only until the next one is decoded.
 
     Examples
     --------
@@ -137,13 +139,16 @@ def reduce_as_decoded(decode: Callable[[OutputBuffer | None], Iterator[tuple[str
     ('a', 'b')
     """
     rows = Uint8Rows(capacity) if fused.available() else None
+    masked = MaskedRows(capacity)
     others = []
     for key, image in decode(rows):  # the rows hand the decoders their buffers
-        if rows is not None and image.pixels.dtype is _UINT8:
+        if image.raster or image.nodata is not None:
+            masked.add(key, image.pixels, image.channel_names, image.nodata, image.raw_units)
+        elif rows is not None and image.pixels.dtype is _UINT8:
             rows.add(key, image.pixels, image.channel_names)
         else:
             others.append((key, image))
-    parts = ([] if rows is None else rows.records()) + \
+    parts = ([] if rows is None else rows.records()) + masked.records() + \
         ([records_of_images(others)] if others else [])
     return concat_records(parts) if parts else None
 
@@ -161,14 +166,22 @@ def records_of_images(decoded: list[tuple[str, DecodedImage]]) -> Records | None
     """
     groups: dict[tuple, list[tuple[str, DecodedImage]]] = {}
     for index, (key, image) in enumerate(decoded):
-        signature = (image.pixels.shape, image.pixels.dtype.str, image.channel_names)
+        signature = (image.pixels.shape, image.pixels.dtype.str, image.channel_names,
+                     image.nodata, image.raster)
         if image.pixels.size >= _STACK_BELOW_VALUES:
             signature += (index,)  # big images: one call each, no copy into a stack
         groups.setdefault(signature, []).append((key, image))
-    parts = [records_from_stack(_stack(group), keys=tuple(k for k, _ in group),
-                                channel_names=group[0][1].channel_names)
-             for group in groups.values()]
+    parts = [_group_records(group) for group in groups.values()]
     return concat_records(parts) if parts else None
+
+
+def _group_records(group: list[tuple[str, DecodedImage]]) -> Records:
+    """Records of images of one shape and kind: band by band where nodata is left out."""
+    keys, first = tuple(k for k, _ in group), group[0][1]
+    if first.raster or first.nodata is not None:
+        return masked_records(_stack(group), nodata=first.nodata, keys=keys,
+                              channel_names=first.channel_names, raw_units=first.raw_units)
+    return records_from_stack(_stack(group), keys=keys, channel_names=first.channel_names)
 
 
 def _stack(group: list[tuple[str, DecodedImage]]) -> np.ndarray:

@@ -47,9 +47,14 @@ class FoundFiles:
                         for path, mode, ok in zip(paths, modes, regular) if not ok]
             self.extend(list(compress(paths, regular)), list(compress(rows, regular)), skipped)
             return
-        encoded = [path.encode(PATH_ENCODING, PATH_ERRORS) for path in paths]
-        self.paths += b"".join(encoded)
-        self.lengths.extend(array("q", map(len, encoded)))
+        joined = "".join(paths)
+        if joined.isascii():  # one byte a character: one encode for the batch
+            self.paths += joined.encode()
+            self.lengths.extend(array("q", map(len, paths)))
+        else:
+            encoded = [path.encode(PATH_ENCODING, PATH_ERRORS) for path in paths]
+            self.paths += b"".join(encoded)
+            self.lengths.extend(array("q", map(len, encoded)))
         self.devices.extend(array("Q", devices))
         self.inodes.extend(array("Q", inodes))
         self.sizes.extend(array("q", sizes))

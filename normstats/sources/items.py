@@ -1,13 +1,18 @@
 """One dataset item to (H, W, C) pixels: PIL images, numpy arrays, torch tensors, in tuples
 or dicts, and batches as a ``DataLoader`` yields them.
 
-Layouts: PIL images are HWC; torch tensors are CHW (torchvision's ``ToTensor``); numpy
-arrays are HW, HWC when the last axis has 1, 3 or 4 entries, else CHW when the first does.
-``layout="HWC"`` or ``"CHW"`` overrides for every item. PIL images are converted to
-``mode`` as torchvision's loader does (``convert("RGB")``), so a list mixing L and RGB images
-works; 16-bit and float PIL images are never clipped to 8 bits (use ``mode="keep"``).
-Arrays and tensors are taken as they are: float tensors from ``ToTensor()`` are reported in
-their own units ([0, 1]).
+Layouts: PIL images are HWC. Arrays and tensors alike are read by their shape, never by
+their type (torchvision's ``ToTensor`` and ``read_image`` give CHW tensors, a webdataset
+``decode("rgb8")`` gives HWC arrays): 2-d is HW; 3-d is HWC when only its last axis has 1,
+3 or 4 entries (a channel axis), CHW when only its first does, and refused when both or
+neither do, as (3, 32, 3) or (13, 64, 64) (both ends 1 is one channel either way):
+``layout="HWC"`` or ``"CHW"`` then says which, for every item. Both ends qualify only in
+images with a side of 1, 3 or 4 pixels.
+
+PIL images are converted to ``mode`` as torchvision's loader does (``convert("RGB")``), so a
+list mixing L and RGB images works; 16-bit and float PIL images are never clipped to 8 bits
+(use ``mode="keep"``). Arrays and tensors are taken as they
+are: float tensors from ``ToTensor()`` are reported in their own units ([0, 1]).
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from normstats.maths.records import default_channel_names
 from normstats.sources.decoding.pillow_pixels import decoded_channel_names, pixels_under_mode
 from normstats.sources.decoding.policy import DecodedImage
 
-__all__ = ["item_pixels", "batch_items", "IMAGE_KEYS"]
+__all__ = ["item_pixels", "batch_items", "image_layout", "IMAGE_KEYS"]
 
 #: Keys a dict item's image is looked up under when ``image_key`` is not given.
 IMAGE_KEYS = ("image", "img", "pixel_values", "pixels", "x", "input")
+#: Entries of a channel axis: grey, RGB, RGBA (the rule of `normstats.sources.arrays`).
+_CHANNEL_COUNTS = (1, 3, 4)
 
 
 def item_pixels(item: Any, layout: str | None = None, mode: str = "keep",
@@ -44,7 +51,7 @@ def item_pixels(item: Any, layout: str | None = None, mode: str = "keep",
     if hasattr(item, "getbands") and hasattr(item, "mode"):  # a PIL image
         return _pil_pixels(item, mode, layout)
     if type(item).__module__.startswith("torch"):
-        pixels, layout = item.detach().cpu().numpy(), layout or "CHW"
+        pixels = _tensor_pixels(item)
     else:
         pixels = np.asarray(item)
     if pixels.dtype == object:
@@ -71,6 +78,19 @@ def _image_of(item: Any, image_key: str | None) -> Any:
     return item
 
 
+def _tensor_pixels(tensor: Any) -> np.ndarray:
+    """A torch tensor's values as numpy, on the CPU; bfloat16 becomes float32 (exactly:
+    numpy has no bfloat16)."""
+    tensor = tensor.detach().cpu()
+    if str(tensor.dtype) == "torch.bfloat16":
+        tensor = tensor.float()
+    try:
+        return tensor.numpy()
+    except (TypeError, RuntimeError) as error:  # sparse, quantized, meta tensors
+        raise UnreadableInputError(f"a {tensor.dtype} tensor is not an image "
+                                   f"({' '.join(str(error).split())})") from None
+
+
 def _pil_pixels(image: Any, mode: str, layout: str | None) -> DecodedImage:
     if layout not in (None, "HWC"):
         raise InvalidOptionError(f"PIL images are HWC; layout={layout!r} does not apply")
@@ -85,22 +105,43 @@ def _to_hwc(pixels: np.ndarray, layout: str | None) -> np.ndarray:
         return pixels[:, :, None]
     if pixels.ndim == 4:
         raise InvalidOptionError(
-            f"an item of shape {pixels.shape} looks like a batch (N, C, H, W), not one "
-            "image: pass the DataLoader itself (its batches are split into images) or "
-            "the dataset it wraps")
+            f"an item of shape {pixels.shape} is a batch of images, not one image: pass "
+            "batched=True when every item is a batch (N, C, H, W) or (N, H, W, C)")
     if pixels.ndim != 3:
         raise InvalidOptionError(f"an image item must be 2-d or 3-d, got shape {pixels.shape}")
-    if layout is None:
-        layout = "HWC" if pixels.shape[-1] in (1, 3, 4) or pixels.shape[0] not in (1, 3, 4) \
-            else "CHW"
+    layout = layout or image_layout(pixels.shape)
     if layout not in ("HWC", "CHW"):
         raise InvalidOptionError(f"layout for image items must be HWC or CHW, got {layout!r}")
     return pixels if layout == "HWC" else pixels.transpose(1, 2, 0)
 
 
+def image_layout(shape: tuple[int, ...]) -> str:
+    """``"HWC"`` or ``"CHW"``: where the channel axis of a 3-d image of ``shape`` is, by the
+    rule in this module's docstring (the type of the image never decides).
+
+    Raises
+    ------
+    InvalidOptionError
+        When both ends, or neither, could be the channel axis: ``layout=`` says which.
+
+    Examples
+    --------
+    >>> image_layout((32, 32, 3)), image_layout((3, 32, 32))
+    ('HWC', 'CHW')
+    """
+    first, last = shape[0] in _CHANNEL_COUNTS, shape[-1] in _CHANNEL_COUNTS
+    if first != last or shape[0] == shape[-1] == 1:  # (1, n, 1): one channel either way
+        return "HWC" if last else "CHW"
+    which = "both its first and its last axis" if first else "neither its first nor its last axis"
+    raise InvalidOptionError(f"cannot tell the channel axis of an image of shape {tuple(shape)}"
+                             f": {which} could hold channels (1, 3 or 4 entries); pass "
+                             "layout='HWC' or 'CHW'")
+
+
 def batch_items(batch: Any, image_key: str | None = None) -> Iterator[Any]:
-    """The images of one ``DataLoader`` batch: ``(N, C, H, W)``, ``(images, labels)`` or a
-    dict of batched fields, one (C, H, W) image at a time.
+    """The images of one batch (of a ``DataLoader``, a webdataset ``.batched(n)``, ...):
+    ``(N, C, H, W)``, ``(N, H, W, C)`` or ``(N, H, W)`` arrays or tensors, alone, in
+    ``(images, labels)`` or in a dict of batched fields, one image at a time.
 
     Examples
     --------
@@ -115,6 +156,6 @@ def batch_items(batch: Any, image_key: str | None = None) -> Iterator[Any]:
     shape = getattr(images, "shape", None)
     if shape is None or len(shape) not in (3, 4):
         raise InvalidOptionError(
-            f"a DataLoader batch should hold (N, C, H, W) or (N, H, W) images, got "
+            f"a batch should hold (N, C, H, W), (N, H, W, C) or (N, H, W) images, got "
             f"{type(images).__name__} of shape {shape}")
     yield from (images[i] for i in range(shape[0]))

@@ -20,14 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from normstats.errors import NormstatsError
+from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.maths.records import Skipped
 from normstats.sources.base import TaskResult, default_task_size, split_evenly
 from normstats.sources.decoding.policy import DecodedImage
 from normstats.sources.folder import records_of_images
 from normstats.sources.items import item_pixels
 
-__all__ = ["MappedSource", "MappedTask", "is_map_style"]
+__all__ = ["MappedSource", "MappedTask", "Shipped", "is_map_style"]
 
 #: Items a task reads: enough that scheduling is a few per cent of decoding 256² images.
 _TASK_ITEMS = 256
@@ -49,11 +49,17 @@ def is_map_style(data: Any) -> bool:
     return hasattr(data, "__len__") and hasattr(data, "__getitem__")
 
 
-class _Shipped:
+class Shipped:
     """The dataset as tasks carry it: pickled once per source, unpickled once per worker.
 
     Every task of a source shares one bytes payload, so shipping N tasks costs N memory
     copies rather than N pickling passes over a dataset of many paths.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps(Shipped([1, 2], pickle.dumps([1, 2])))).dataset
+    [1, 2]
     """
 
     _loaded: dict[str, Any] = {}
@@ -70,14 +76,14 @@ class _Shipped:
         return (_unship, (self.token, self.payload))
 
 
-def _unship(token: str, payload: bytes) -> _Shipped:
+def _unship(token: str, payload: bytes) -> Shipped:
     import cloudpickle
 
-    with _Shipped._lock:
-        if token not in _Shipped._loaded:
-            _Shipped._loaded = {token: cloudpickle.loads(payload)}  # keep only the latest
-        dataset = _Shipped._loaded[token]
-    shipped = _Shipped(dataset, None)
+    with Shipped._lock:
+        if token not in Shipped._loaded:
+            Shipped._loaded = {token: cloudpickle.loads(payload)}  # keep only the latest
+        dataset = Shipped._loaded[token]
+    shipped = Shipped(dataset, None)
     shipped.token, shipped.payload = token, payload
     return shipped
 
@@ -86,7 +92,7 @@ def _unship(token: str, payload: bytes) -> _Shipped:
 class MappedTask:
     """Items ``start`` to ``stop`` of a map-style dataset."""
 
-    shipped: _Shipped
+    shipped: Shipped
     start: int
     stop: int
     mode: str
@@ -111,7 +117,9 @@ class MappedTask:
                 decoded.append((str(index), item_pixels(item, self.layout, self.mode,
                                                         self.image_key)))
             except NormstatsError as error:
-                if self.fail_fast:
+                # how to read the items (layout, image_key) is the caller's to say, once for
+                # all of them: never a reason to leave some items out
+                if self.fail_fast or isinstance(error, InvalidOptionError):
                     raise type(error)(error.reason, path=f"item {index}") from None
                 skipped.append(Skipped(f"item {index}", error.reason, error.kind))
             except Exception as error:  # noqa: BLE001 - the user's __getitem__ failed
@@ -148,7 +156,7 @@ class MappedSource:
         self.mode, self.layout, self.image_key = mode, layout, image_key
         self.fail_fast = fail_fast
         payload, why = _pickled(dataset)
-        self.shipped = _Shipped(dataset, payload)
+        self.shipped = Shipped(dataset, payload)
         # Threads share the dataset as it is; processes need it to pickle, as DataLoader
         # workers under spawn do. Decoding holds the GIL for small images, so processes win.
         self.scheduler = "processes" if payload is not None else "threads"

@@ -20,8 +20,10 @@ from normstats.sources.base import Source
 from normstats.sources.decoding.file_read import not_a_dataset_path
 from normstats.sources.decoding.transforms import transformed_source
 from normstats.sources.folder import FolderSource
+from normstats.sources.labelled import unlabelled
 from normstats.sources.options import ReadArguments, ReadOptions, read_options
 from normstats.sources.path_patterns import (
+    describe_paths,
     expand_paths,
     is_pattern,
     missing_reason,
@@ -51,8 +53,10 @@ def open_source(data: Any, *, options: ReadOptions | None = None,
     replace the object's) say how to read it; ``resize`` and ``center_crop`` apply to
     whatever decodes image files, and are an error for arrays.
 
-    A URL (``memory://``, ``s3://bucket/train``, ...) names a folder read through fsspec
-    (`RemoteFolderSource`); ``file://`` URLs are plain local paths.
+    A URL (``s3://bucket/train``, ``gcs://``, ``memory://``, ...) is read through fsspec,
+    with ``storage_options`` (credentials, an endpoint), as the same files on disk: a
+    folder of images, tar shards, Parquet files, a zarr store, brace ranges and globs of
+    them (`normstats.sources.remote_formats`); ``file://`` URLs are plain local paths.
 
     Dataset files (IDX, CIFAR batches, tar shards, ``.npz``) are recognised by content
     and name (`normstats.sources.detect`); ``format`` overrides. A source is returned as is
@@ -73,12 +77,20 @@ def open_source(data: Any, *, options: ReadOptions | None = None,
 
 
 def _open(data: Any, options: ReadOptions) -> Source | IterableSource:
-    if is_url(data):
-        data = local_path(data) or data
-        if is_url(data):  # fsspec: memory://, s3://, gcs://, ...
-            from normstats.sources.remote import RemoteFolderSource
+    data, options = unlabelled(data, options)  # an xarray DataArray: its array, its layout
+    if options.batched and (isinstance(data, str | os.PathLike | np.ndarray)
+                            or _is_path_list(data) or _is_array_like(data)):
+        raise InvalidOptionError(f"batched=True is for iterables whose items are batches of "
+                                 f"images; a {type(data).__name__} is read as it is")
+    if is_url(data) or (_is_path_list(data) and any(map(is_url, data))):
+        data = _local_or_urls(data)
+        if isinstance(data, list) and is_url(data[0]):  # fsspec: s3://, gcs://, memory://, ...
+            from normstats.sources.remote_formats import open_urls
 
-            return RemoteFolderSource(data, options.policy, fail_fast=options.fail_fast)
+            return open_urls(data, options)
+    if options.storage_options:
+        raise InvalidOptionError("storage_options are for URLs (s3://bucket/train, ...), and "
+                                 "this data is not one: leave them out")
     if _is_path_list(data):
         return _open_paths(list(data), options)
     if isinstance(data, str | os.PathLike):
@@ -88,18 +100,22 @@ def _open(data: Any, options: ReadOptions) -> Source | IterableSource:
         return _open_path(path, options)
     if isinstance(data, np.ndarray) or _is_array_like(data):
         return ArraySource(data, layout=options.layout, channel_names=options.channels,
-                           allow_missing_chunks=options.allow_missing_chunks)
+                           allow_missing_chunks=options.allow_missing_chunks,
+                       nodata=options.nodata)
     return _open_object(data, options)
 
 
 def _open_object(data: Any, options: ReadOptions) -> Source | IterableSource:
     """The source of a dataset object: map-style (by index) or any iterable of images."""
+    from normstats.sources.hf_dataset import hf_source
     from normstats.sources.image_folder import ImageFolderFiles, plain_image_folder
     from normstats.sources.iterable import IterableSource, is_data_loader
     from normstats.sources.mapped import MappedSource, is_map_style
 
+    if (arrow := hf_source(data, options)) is not None:  # a Hugging Face Dataset's table
+        return arrow
     mode, layout, image_key = options.mode, options.layout, options.image_key
-    if is_map_style(data) and not is_data_loader(data):
+    if is_map_style(data) and not is_data_loader(data) and not options.batched:
         if plain_image_folder(data, mode):
             return ImageFolderFiles(data, fail_fast=options.fail_fast,
                                     max_pixels=options.max_pixels,
@@ -107,10 +123,30 @@ def _open_object(data: Any, options: ReadOptions) -> Source | IterableSource:
         return MappedSource(data, mode=mode, layout=layout, image_key=image_key,
                             fail_fast=options.fail_fast)
     if isinstance(data, Iterable):
-        return IterableSource(data, layout=layout, mode=mode, image_key=image_key)
+        return IterableSource(data, layout=layout, mode=mode, image_key=image_key,
+                              batched=options.batched)
     raise NormstatsError(f"cannot compute statistics of a {type(data).__name__}: pass a folder, "
                          "a .npy or zarr path, an array, a dataset (with __len__ and "
                          "__getitem__) or an iterable of images")
+
+
+def _local_or_urls(data: str | list | tuple) -> str | list[str]:
+    """URLs as a list of URLs, or (``file://`` URLs only) local paths: one, or a list.
+
+    Examples
+    --------
+    >>> _local_or_urls("file:///data/train"), _local_or_urls(["s3://b/x", "s3://b/y"])
+    ('/data/train', ['s3://b/x', 's3://b/y'])
+    """
+    given = [data] if isinstance(data, str) else list(data)
+    paths = [local_path(item) or item if is_url(item) else os.fspath(item) for item in given]
+    remote = [is_url(path) for path in paths]
+    if all(remote):
+        return paths
+    if any(remote):
+        raise InvalidOptionError("a dataset is either URLs or local paths; got both "
+                                 f"({paths[remote.index(True)]} and {paths[remote.index(False)]})")
+    return paths[0] if isinstance(data, str) else paths
 
 
 def _is_path_list(data: Any) -> bool:
@@ -144,7 +180,8 @@ def _open_path(path: str, options: ReadOptions) -> Source:
             return shards
         return source
     return ArraySource(path, layout=options.layout, channel_names=options.channels,
-                       allow_missing_chunks=options.allow_missing_chunks)
+                       allow_missing_chunks=options.allow_missing_chunks,
+                       nodata=options.nodata)
 
 
 def _check_format_fits(path: str, format: str | None) -> None:
@@ -164,6 +201,8 @@ def _check_format_fits(path: str, format: str | None) -> None:
 def shard_folder(path: str, options: ReadOptions) -> Source | None:
     """A folder holding no image files but tar shards (WebDataset) or Parquet files
     (Hugging Face): its shards as one source, in sorted order; None when it has neither.
+    A folder written by Hugging Face's ``save_to_disk`` is read through its ``state.json``
+    (`normstats.sources.arrow.saved_dataset`).
 
     Examples
     --------
@@ -171,9 +210,13 @@ def shard_folder(path: str, options: ReadOptions) -> Source | None:
     >>> shard_folder(tempfile.mkdtemp(), ReadOptions()) is None
     True
     """
+    from normstats.sources.arrow import saved_dataset
     from normstats.sources.parquet import PARQUET_EXTENSIONS, ParquetSource
     from normstats.sources.tar.reader import TarSource
 
+    saved = saved_dataset(path, options.policy, options.fail_fast, options.image_key)
+    if saved is not None:
+        return saved
     tars, parquets = [], []
     for folder, subfolders, names in os.walk(path):
         subfolders.sort()
@@ -284,21 +327,6 @@ def _group_of(path: str, format: str | None) -> str:
     if format == "tar" and not path.lower().endswith(".json"):
         return "tar"
     return "parquet" if format == "parquet" else "other"
-
-
-def describe_paths(paths: list[str]) -> str:
-    """How a report names a dataset of several PATHs: each, or the first, last and count.
-
-    Examples
-    --------
-    >>> describe_paths(["a.tar", "b.tar"])
-    'a.tar + b.tar'
-    >>> describe_paths([f"s-{i}.tar" for i in range(100)])
-    's-0.tar + s-1.tar + ... + s-99.tar (100 paths)'
-    """
-    if len(paths) <= 6:
-        return " + ".join(paths)
-    return f"{paths[0]} + {paths[1]} + ... + {paths[-1]} ({len(paths)} paths)"
 
 
 def _is_zarr(path: str) -> bool:

@@ -18,8 +18,10 @@ of what is read: those stay arguments of the calls that run.
 
 from __future__ import annotations
 
+import copy
 import functools
-from dataclasses import dataclass, fields, replace
+import re
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypedDict
 
 from normstats.errors import InvalidOptionError
@@ -30,11 +32,13 @@ from normstats.sources.decoding.policy import (
     DecodePolicy,
     parse_limit,
     parse_mode,
+    parse_nodata,
 )
 from normstats.sources.decoding.transforms import check_transform_sizes, parse_size
 
 __all__ = ["ReadOptions", "ReadArguments", "READ_FIELDS", "ON_ERROR", "parse_on_error",
-           "parse_channels", "parse_format", "read_options"]
+           "parse_channels", "parse_format", "parse_storage_options", "parse_storage_value",
+           "read_options"]
 
 ON_ERROR = ("skip", "fail")
 
@@ -92,6 +96,85 @@ def _parse_flag(value: bool, option: str) -> bool:
     return value
 
 
+def _parse_batched(value: bool | None) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise InvalidOptionError(f"batched must be True, False or None, got {value!r}")
+    return value
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_WORDS = {"true": True, "false": False, "none": None, "null": None}
+
+
+def parse_storage_value(text: str) -> Any:
+    """The value of a ``--storage-option KEY=VALUE``: ``true``/``false`` (any case) are
+    booleans, ``none``/``null`` None, decimal numbers ints or floats, a value in double
+    quotes the text inside them, anything else the text itself.
+
+    Examples
+    --------
+    >>> [parse_storage_value(v) for v in ("TRUE", "10", "2.5", '"10"', "http://h:9000")]
+    [True, 10, 2.5, '10', 'http://h:9000']
+    """
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return text[1:-1]
+    if text.lower() in _WORDS:
+        return _WORDS[text.lower()]
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    return float(text) if _FLOAT.fullmatch(text) else text
+
+
+def parse_storage_options(value: dict[str, Any] | list[str] | tuple[str, ...] | None
+                          ) -> dict[str, Any] | None:
+    """The keyword arguments of the fsspec filesystem of a URL (None: none).
+
+    A dict is taken as it is (a copy); a sequence of ``"KEY=VALUE"`` strings, the
+    command line's ``--storage-option``, becomes one: a dotted key is a nested dict
+    (``client_kwargs.endpoint_url=http://127.0.0.1:9000`` is
+    ``{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}``), and values are
+    read by `parse_storage_value`.
+
+    Examples
+    --------
+    >>> parse_storage_options(["anon=false", "client_kwargs.region_name=eu-west-1"])
+    {'anon': False, 'client_kwargs': {'region_name': 'eu-west-1'}}
+    """
+    if value is None or (isinstance(value, dict | list | tuple) and not value):
+        return None
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) and key for key in value):
+            raise InvalidOptionError(f"storage_options keys must be names, got {list(value)!r}")
+        return copy.deepcopy(value)
+    if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+        raise InvalidOptionError("storage_options must be a dict or a list of 'KEY=VALUE' "
+                                 f"strings, got a {type(value).__name__}")
+    options: dict[str, Any] = {}
+    for number, item in enumerate(value, 1):
+        key, sep, text = item.partition("=")
+        names = [name.strip() for name in key.split(".")]
+        if not sep or not all(names):  # never echoed: it may be a secret missing its KEY=
+            raise InvalidOptionError(f"storage option {number} is not KEY=VALUE (a dotted "
+                                     "KEY, such as client_kwargs.endpoint_url, is nested)")
+        _set_nested(options, names, parse_storage_value(text))
+    return options
+
+
+def _set_nested(options: dict[str, Any], names: list[str], value: Any) -> None:
+    for depth, name in enumerate(names[:-1], 1):
+        options = options.setdefault(name, {})
+        if not isinstance(options, dict):
+            raise InvalidOptionError(f"storage option {'.'.join(names[:depth])} is given both "
+                                     f"a value and keys under it")
+    if isinstance(options.get(names[-1]), dict):
+        raise InvalidOptionError(f"storage option {'.'.join(names)} is given both a value and "
+                                 "keys under it")
+    if names[-1] in options:
+        raise InvalidOptionError(f"storage option {'.'.join(names)} is given twice")
+    options[names[-1]] = value
+
+
 def _parse_key(value: str | None) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidOptionError(f"image_key must be a name, got {value!r}")
@@ -108,7 +191,10 @@ class ReadOptions:
         Decode policy for image files; "RGB" matches torchvision's default loader,
         "keep" keeps native channels and bit depth (16-bit stays 16-bit).
     layout : str, optional
-        Array layout ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW"); detected when None.
+        Array layout ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW"), or the layout of
+        every item of a dataset or iterable ("HWC", "CHW"); detected from the shape when
+        None (`normstats.sources.arrays`, `normstats.sources.items`; an xarray
+        ``DataArray`` by its dimension names, `normstats.sources.labelled`).
     scale : float, optional
         Divisor of the reported values (default: the dtype maximum for integer images,
         1 for floats and vectors). Pixels (`normstats.images`) are never scaled.
@@ -129,11 +215,28 @@ class ReadOptions:
         Dataset file format ("idx", "cifar10-bin", "tar", "npz", "parquet", ...);
         detected from content and name when None.
     image_key : str, optional
-        The image field of dict items, or the image column of Parquet files that have
-        several (default: found by name or type).
+        The image field of dict items, or the image column of Parquet and Arrow files
+        and Hugging Face datasets that have several (default: the one ``Image`` feature,
+        or found by name or type).
     allow_missing_chunks : bool
         Read the chunks a zarr store lacks as its fill value (and say how many images that
         made) instead of refusing the store.
+    batched : bool, optional
+        Whether each item of an iterable is a batch of images, (N, C, H, W) or
+        (N, H, W, C), to split into its images. None (default) detects it: a ``DataLoader``
+        that collates and a webdataset pipeline ending in ``.batched(n)`` yield batches,
+        other iterables yield images. Python only (no command-line flag: files and arrays
+        are never batches); any other data refuses ``batched=True``.
+    storage_options : dict or list of str, optional
+        Keyword arguments of the fsspec filesystem of a URL (``s3://``, ``gcs://``, ...):
+        credentials, ``endpoint_url`` of an S3-compatible store, ``anon=True``. Also
+        ``"KEY=VALUE"`` strings as ``--storage-option`` takes them (`parse_storage_options`).
+        Only URLs take them: a local path or an array refuses them.
+    nodata : float or str, optional
+        The value of missing measurements, left out band by band ("nan", "-9999"): of
+        every decoded image and of arrays. None (default): a TIFF's own GDAL_NODATA tag
+        under ``mode="keep"``, NaN in the float bands of rasters, the mask of a numpy
+        masked array. See ``docs/multispectral.md``.
 
     Examples
     --------
@@ -154,6 +257,9 @@ class ReadOptions:
     format: str | None = None
     image_key: str | None = None
     allow_missing_chunks: bool = False
+    batched: bool | None = None
+    storage_options: dict[str, Any] | None = field(default=None, hash=False, repr=False)
+    nodata: float | None = None
 
     def __post_init__(self) -> None:
         parsed = {
@@ -168,6 +274,9 @@ class ReadOptions:
             "format": parse_format(self.format), "image_key": _parse_key(self.image_key),
             "allow_missing_chunks": _parse_flag(self.allow_missing_chunks,
                                                 "allow_missing_chunks"),
+            "batched": _parse_batched(self.batched),
+            "storage_options": parse_storage_options(self.storage_options),
+            "nodata": parse_nodata(self.nodata),
         }
         for name, value in parsed.items():
             object.__setattr__(self, name, value)  # frozen: each field set once, here
@@ -184,7 +293,7 @@ class ReadOptions:
         """The decode policy of image files under these options: what readers decode with
         and what the record cache keys on."""
         return DecodePolicy(self.mode, self.max_pixels or DEFAULT_MAX_PIXELS, self.resize,
-                            self.center_crop, self.max_file_bytes)
+                            self.center_crop, self.max_file_bytes, self.nodata)
 
     def with_changes(self, **changes: Any) -> ReadOptions:
         """A copy with ``changes`` (validated); an unknown name is an error naming the known.
@@ -221,6 +330,9 @@ class ReadArguments(TypedDict, total=False):
     format: str | None
     image_key: str | None
     allow_missing_chunks: bool
+    batched: bool | None
+    storage_options: dict[str, Any] | list[str] | None
+    nodata: float | str | None
 
 
 def read_options(options: ReadOptions | None, read: dict[str, Any]) -> ReadOptions:

@@ -6,7 +6,8 @@ column (resolved relative to the Parquet file). The image column is found by its
 ``image_key=`` (``--image-key``) names it when a file has several. Row groups are the
 units of reading: a task decodes the rows of one row group (a part of it when the dataset
 has fewer row groups than workers need), with the same decoder and decode policy as a
-folder.
+folder. How a cell becomes pixels (`CellReader`) is shared with the readers of Arrow tables
+(`normstats.sources.arrow`, Hugging Face datasets).
 pyarrow is an optional dependency (``pip install 'normstats[parquet]'``).
 """
 
@@ -38,7 +39,8 @@ from normstats.sources.decoding.decode import (
 from normstats.sources.decoding.file_read import open_regular, too_large_reason
 from normstats.sources.folder import DecodingTask
 
-__all__ = ["ParquetSource", "ParquetTask", "PARQUET_EXTENSIONS"]
+__all__ = ["ParquetSource", "ParquetTask", "PARQUET_EXTENSIONS", "CellReader", "CellTask",
+           "image_column", "column_kind"]
 
 PARQUET_EXTENSIONS = (".parquet", ".pq")
 _MISSING = ("reading Parquet needs pyarrow: pip install 'normstats[parquet]' "
@@ -53,8 +55,17 @@ def _pyarrow() -> Any:
     return pq
 
 
-def _kind_of(field_type: Any) -> str | None:
-    """How a column of ``field_type`` holds images: "struct", "bytes", "path" or None."""
+def column_kind(field_type: Any) -> str | None:
+    """How a column of ``field_type`` holds images: "struct", "bytes", "path" or None.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> column_kind(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+    'struct'
+    >>> column_kind(pa.int64()) is None
+    True
+    """
     import pyarrow as pa
 
     if pa.types.is_struct(field_type):
@@ -68,20 +79,28 @@ def _kind_of(field_type: Any) -> str | None:
 
 
 def image_column(schema: Any, path: str, column: str | None) -> tuple[str, str]:
-    """The image column of ``schema`` and its kind; ``column`` chooses among several."""
+    """The image column of ``schema`` (of the dataset ``path``) and its kind; ``column``
+    chooses among several.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> image_column(pa.schema([("png", pa.binary()), ("label", pa.int64())]), "d", None)
+    ('png', 'bytes')
+    """
     if column is not None:
         if column not in schema.names:
             raise InvalidOptionError(f"{path}: no column {column!r}; the columns are "
                                      f"{', '.join(schema.names)}")
-        kind = _kind_of(schema.field(column).type)
+        kind = column_kind(schema.field(column).type)
         if kind is None:
             raise InvalidOptionError(f"{path}: column {column!r} ({schema.field(column).type}) "
                                      "holds no images (bytes, a path, or a struct of them)")
         return column, kind
     candidates = [(n, k) for n in schema.names
-                  if (k := _kind_of(schema.field(n).type)) in ("struct", "bytes")]
+                  if (k := column_kind(schema.field(n).type)) in ("struct", "bytes")]
     if not candidates:  # a column of paths only when nothing holds bytes
-        candidates = [(n, "path") for n in schema.names if _kind_of(schema.field(n).type)
+        candidates = [(n, "path") for n in schema.names if column_kind(schema.field(n).type)
                       == "path" and any(word in n.lower() for word in ("image", "img", "path",
                                                                       "file"))]
     if len(candidates) == 1:
@@ -113,7 +132,89 @@ def _layout(pq: Any, path: str, column: str | None) -> tuple[str, str, str, list
 
 
 @dataclass(frozen=True)
-class ParquetTask(DecodingTask):
+class CellReader:
+    """How one cell of an image column becomes pixels: its encoded bytes, or the file its
+    path names.
+
+    Attributes
+    ----------
+    kind : {"struct", "bytes", "path"}
+        How the column holds images (`image_column`).
+    policy : DecodePolicy
+        How encoded images become pixels.
+    root : str or None
+        The folder a path is relative to and must stay inside (`outside_reason`), or None
+        for paths the user's own dataset object names, read as given.
+    place : str
+        How messages name ``root``.
+    """
+
+    kind: str
+    policy: DecodePolicy
+    root: str | None
+    place: str = "the Parquet file's folder"
+
+    def decode(self, key: str, cell: Any, scratch: OutputBuffer | None = None) -> DecodedImage:
+        """The pixels of ``cell`` (the row named ``key``).
+
+        Examples
+        --------
+        >>> import io
+        >>> from PIL import Image
+        >>> buf = io.BytesIO(); Image.new("RGB", (2, 3)).save(buf, "PNG")
+        >>> reader = CellReader("struct", DecodePolicy(), None)
+        >>> reader.decode("row 0", {"bytes": buf.getvalue(), "path": None}).pixels.shape
+        (3, 2, 3)
+        """
+        data, path = (cell.get("bytes"), cell.get("path")) if isinstance(cell, dict) else (
+            (cell, None) if self.kind == "bytes" else (None, cell))
+        if data is not None:
+            if len(data) > self.policy.file_byte_limit:
+                raise RefusedInputError(too_large_reason(len(data), self.policy.file_byte_limit),
+                                        key)
+            return decode_bytes(data, key, self.policy, scratch)
+        if not path:
+            raise UnreadableInputError("no image in this row (empty cell)", key)
+        if self.root is None:
+            return decode_file(path, self.policy, key, scratch)
+        reason = outside_reason(self.root, path)
+        if reason is not None:
+            raise RefusedInputError(f"image path {reason}: only images inside {self.place} "
+                                    "are read", key)
+        return decode_file(os.path.join(self.root, path), self.policy, key, scratch)
+
+
+class CellTask(DecodingTask):
+    """What tasks over the cells of an image column share: each cell decoded by their
+    `CellReader`, what cannot be read skipped (or, with ``fail_fast``, raised)."""
+
+    fail_fast: bool
+    reader: CellReader
+
+    def cells(self) -> Iterator[tuple[str, Any]]:
+        """The task's rows as (key, cell) pairs, in order."""
+        raise NotImplementedError
+
+    def decoded(self, skipped: list[Skipped],
+                scratch: OutputBuffer | None = None) -> Iterator[tuple[str, DecodedImage]]:
+        """Decode row after row, yielding (key, image); the rest go to ``skipped``.
+
+        With ``scratch``, each image is valid only until the next one is decoded.
+        """
+        reader = self.reader
+        for key, cell in self.cells():
+            try:
+                image = reader.decode(key, cell, scratch)
+            except UnreadableInputError as error:
+                if self.fail_fast:
+                    raise
+                skipped.append(Skipped(key, error.reason, error.kind))
+                continue
+            yield key, image
+
+
+@dataclass(frozen=True)
+class ParquetTask(CellTask):
     """Decode rows ``start:stop`` of row group ``group`` of one Parquet file (whose first
     row is row ``first_row`` of the file)."""
 
@@ -131,27 +232,15 @@ class ParquetTask(DecodingTask):
     def size(self) -> int:
         return self.stop - self.start
 
-    def decoded(self, skipped: list[Skipped],
-                scratch: OutputBuffer | None = None) -> Iterator[tuple[str, DecodedImage]]:
-        """Decode row after row, yielding (key, image); the rest go to ``skipped``.
-
-        With ``scratch``, each image is valid only until the next one is decoded.
-        """
-        for key, cell in self._cells():
-            try:
-                image = self._decode(key, cell, scratch)
-            except UnreadableInputError as error:
-                if self.fail_fast:
-                    raise
-                skipped.append(Skipped(key, error.reason, error.kind))
-                continue
-            yield key, image
+    @property
+    def reader(self) -> CellReader:
+        return CellReader(self.kind, self.policy, os.path.dirname(os.path.abspath(self.path)))
 
     def head(self, count: int) -> ParquetTask:
         """The task of this task's first ``count`` rows."""
         return dataclasses.replace(self, stop=min(self.stop, self.start + count))
 
-    def _cells(self) -> Iterator[tuple[str, Any]]:
+    def cells(self) -> Iterator[tuple[str, Any]]:
         with open_regular(self.path) as handle:  # pyarrow reads what was checked
             table = _pyarrow().ParquetFile(handle).read_row_group(self.group,
                                                                   columns=[self.column])
@@ -160,23 +249,6 @@ class ParquetTask(DecodingTask):
         name = os.path.basename(self.path)
         for offset, cell in enumerate(values):
             yield f"{name}:{first + self.start + offset}", cell
-
-    def _decode(self, key: str, cell: Any, scratch: OutputBuffer | None) -> DecodedImage:
-        data, path = (cell.get("bytes"), cell.get("path")) if isinstance(cell, dict) else (
-            (cell, None) if self.kind == "bytes" else (None, cell))
-        if data is not None:
-            if len(data) > self.policy.file_byte_limit:
-                raise RefusedInputError(too_large_reason(len(data), self.policy.file_byte_limit),
-                                        key)
-            return decode_bytes(data, key, self.policy, scratch)
-        if path:
-            folder = os.path.dirname(os.path.abspath(self.path))
-            reason = outside_reason(folder, path)
-            if reason is not None:
-                raise RefusedInputError(f"image path {reason}: only images inside the "
-                                        "Parquet file's folder are read", key)
-            return decode_file(os.path.join(folder, path), self.policy, key, scratch)
-        raise UnreadableInputError("no image in this row (empty cell)", key)
 
 
 class ParquetSource:

@@ -22,7 +22,7 @@ from normstats.maths.records import Skipped
 from normstats.sources.decoding.file_read import not_regular_reason
 
 __all__ = ["expand_braces", "expand_paths", "is_pattern", "split_member", "one_path_per_file",
-           "regular_files", "missing_reason"]
+           "regular_files", "missing_reason", "describe_paths"]
 
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
 _GLOB = re.compile(r"[*?\[]")
@@ -248,3 +248,18 @@ def regular_files(paths: list[str], skipped: list[Skipped], fail_fast: bool) -> 
         else:
             skipped.append(Skipped(path, reason, SkipKind.REFUSED))
     return one_path_per_file(regular, skipped, "a hard or symbolic link")
+
+
+def describe_paths(paths: list[str]) -> str:
+    """How a report names a dataset of several PATHs: each, or the first, last and count.
+
+    Examples
+    --------
+    >>> describe_paths(["a.tar", "b.tar"])
+    'a.tar + b.tar'
+    >>> describe_paths([f"s-{i}.tar" for i in range(100)])
+    's-0.tar + s-1.tar + ... + s-99.tar (100 paths)'
+    """
+    if len(paths) <= 6:
+        return " + ".join(paths)
+    return f"{paths[0]} + {paths[1]} + ... + {paths[-1]} ({len(paths)} paths)"

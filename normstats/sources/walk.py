@@ -14,10 +14,10 @@ numbers of each batch of files go into the columns at once.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import groupby, product
-from operator import attrgetter
+from itertools import compress, groupby, islice, product
+from operator import attrgetter, not_
 from pathlib import Path
 
 from normstats.errors import SkipKind
@@ -171,6 +171,8 @@ class _Walk:
         images = _image_names(files)
         self.ignored += len(files) - len(images)
         del files
+        if not subfolders:  # a leaf folder (most of a tree): one run of files
+            return [_Files(folder, rel, sorted(images))] if images else []
         # A subfolder sorts as its name and a separator, which no file name holds.
         order = sorted(images + [name + os.sep for name in subfolders])
         steps: list[_Step] = []
@@ -197,24 +199,24 @@ class _Walk:
             if descriptor is not None:
                 os.close(descriptor)
 
-    def _sort_out(self, entries: Iterable[os.DirEntry], folder: str, rel: str
+    def _sort_out(self, entries: Iterator[os.DirEntry], folder: str, rel: str
                   ) -> tuple[list[str], list[str]]:
         """The names of the subfolders to walk and of the other files among ``entries``,
-        less the links out of the boundary (skipped). The entries are taken one at a time
-        from the listing, never held together: only their names live on."""
-        subfolders, files = [], []
-        boundary = self.boundary
-        for entry in entries:
-            if boundary is not None and entry.is_symlink() and \
-                    self._leaves(os.path.join(folder, entry.name), rel + entry.name):
-                continue
+        less the links out of the boundary (skipped). The entries are taken a batch at a
+        time from the listing, never held together: only their names live on."""
+        subfolders: list[str] = []
+        files: list[str] = []
+        while batch := list(islice(entries, _BATCH)):
+            if self.boundary is not None:
+                batch = [entry for entry in batch if not (entry.is_symlink() and self._leaves(
+                    os.path.join(folder, entry.name), rel + entry.name))]
+            names = [entry.name for entry in batch]
             try:  # the kind comes with the listing (d_type): no system call but for links
-                if entry.is_dir():
-                    subfolders.append(entry.name)
-                    continue
-            except OSError:  # a link that cannot be followed: its stat names the error
-                pass
-            files.append(entry.name)
+                kinds = [entry.is_dir() for entry in batch]
+            except OSError:
+                kinds = list(map(_is_folder, batch))
+            subfolders += compress(names, kinds)
+            files += compress(names, map(not_, kinds))
         return subfolders, files
 
     def _leaves(self, path: str, rel: str) -> bool:
@@ -229,6 +231,15 @@ class _Walk:
     def _skip_folder(self, rel: str, what: str, error: OSError) -> None:
         self.skipped.append(Skipped(rel or "." + os.sep, f"{what}: {error.strerror or error}",
                                     SkipKind.TRANSIENT))
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    """Whether ``entry`` is a folder to walk; a link that cannot be followed is a file
+    (its stat names the error)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _image_names(names: list[str]) -> list[str]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,13 +16,27 @@ from conftest import random_images
 from oracle import exact_stats
 from PIL import Image
 
+import normstats
 from normstats.analyses.compare import (
+    EXPLANATION,
+    BetweenShare,
     Compared,
+    Comparison,
+    _cell,
+    _pairwise_sum,
+    _squared_sums_by_size,
     between_image_share,
+    compare,
+    comparison_json,
     comparison_rows,
     difference_rows,
+    per_image_stds,
     render_comparison,
 )
+from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.maths.records import IntegerRecords, Skipped, concat_records, records_from_stack
+from normstats.results.stats import DatasetStats
+from normstats.sources.base import TaskResult
 from normstats_cli import main
 
 
@@ -157,7 +173,7 @@ def test_between_share_weighs_each_image_by_its_pixels(tmp_path, rng):
     assert shares == [float(expected[0]), 1.0, None]
     text = CliRunner().invoke(main, ["compare", str(folder), "--workers", "1"]).output
     rows = [line.split() for line in text.splitlines()[1:4]]
-    assert [row[-1] for row in rows] == [f"{float(expected[0]):.4f}", "1.0000", "-"]
+    assert [row[-3] for row in rows] == [f"{float(expected[0]):.4f}", "1.0000", "-"]
     assert "each image weighted by its pixel count" in text and "'-' for a constant" in text
 
 
@@ -200,16 +216,408 @@ def test_undefined_cells_render_as_a_dash_and_defined_zeros_as_numbers():
     table = [line.split()[2:] for line in lines[1:9]]
     rows = comparison_rows(entries)
     assert table == [[cell(r[k]) for k in ("mean", "std", "per_image_std",
-                                           "per_image_std_ddof1", "ratio", "between")]
+                                           "per_image_std_ddof1", "ratio", "between",
+                                           "mean_vs_first", "std_vs_first")]
                      for r in rows]
-    assert table[0] == ["0.0000"] * 4 + ["-", "-"]  # a black channel: std 0, no ratio
-    assert table[1] == ["0.5000", "0.5000", "0.0000", "0.0000", "0.0000", "1.0000"]
-    assert table[6] == ["5.0000", "3.4157", "-", "-", "-", "-"]  # vectors: no images
-    start = lines.index(next(line for line in lines if line.startswith("A = a;"))) + 2
-    differences = [line.split()[2:] for line in lines[start:start + 5]]
-    assert differences == [[cell(r[k]) for k in ("mean_diff", "mean_ratio", "std_diff",
-                                                 "std_ratio", "b_mean_under_a",
-                                                 "b_std_under_a")]
-                           for r in difference_rows(entries)]
-    assert differences[0] == ["0.0000", "-", "0.0000", "-", "-", "-"]
-    assert differences[3] == ["-5.0000", "0.0000", "-3.4157", "0.0000", "-", "-"]
+    # a black channel: std 0, no ratio, and nothing is measured in its std
+    assert table[0] == ["0.0000"] * 4 + ["-"] * 4
+    assert table[1] == ["0.5000", "0.5000", "0.0000", "0.0000", "0.0000", "1.0000", "0.0000",
+                        "1.0000"]
+    assert table[4] == ["0.0667", "0.0943", "0.0000", "0.0000", "0.0000", "-",
+                        "-0.8667", "0.1886"]  # b's G against a's
+    assert table[6] == ["5.0000", "3.4157", "-", "-", "-", "-", "-", "-"]  # vectors
+    differences = difference_rows(entries)
+    assert [cell(r[k]) for r in differences[:1] for k in ("mean_diff", "mean_ratio",
+                                                          "std_diff", "std_ratio")] == \
+        ["0.0000", "-", "0.0000", "-"]
+    assert [cell(differences[3][k]) for k in ("mean_diff", "mean_ratio", "std_diff",
+                                              "std_ratio", "b_mean_under_a")] == \
+        ["-5.0000", "0.0000", "-3.4157", "0.0000", "-"]
+
+
+
+# --- normstats.compare: many datasets, from Python and the command line -----------------
+
+@pytest.fixture
+def three_datasets(tmp_path, rng):
+    """A folder of PNGs of three sizes, a .npy stack, and an in-memory array: each with
+    its own brightness and spread."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = random_images(rng, 12)
+    for i, pixels in enumerate(first):
+        Image.fromarray(pixels).save(folder / f"{i}.png")
+    second = list(rng.integers(0, 120, (15, 6, 6, 3), dtype=np.uint8))
+    np.save(tmp_path / "second.npy", np.stack(second))
+    third = [np.clip(img.astype(int) + 60, 0, 255).astype(np.uint8) for img in second[:9]]
+    return [(str(folder), first), (str(tmp_path / "second.npy"), second),
+            ("dataset 3", third)]
+
+
+def expected_rows(datasets) -> list[dict]:
+    """Every number of the comparison from exact rational arithmetic (the distances from
+    the first are the float arithmetic on the exactly rounded constants)."""
+    rows, first = [], exact_stats(datasets[0][1], 255)
+    for name, images in datasets:
+        exact = exact_stats(images, 255)
+        shares = exact_between_share(images)
+        for c, channel in enumerate("RGB" if name.endswith("folder") else ("c0", "c1", "c2")):
+            rows.append({"dataset": name, "channel": channel, "mean": exact["mean"][c],
+                         "std": exact["std"][c], "per_image_std": exact["per_image_std"][c],
+                         "per_image_std_ddof1": exact["per_image_std_ddof1"][c],
+                         "ratio": exact["per_image_std"][c] / exact["std"][c],
+                         "between": float(shares[c]),
+                         "mean_vs_first": (exact["mean"][c] - first["mean"][c])
+                         / first["std"][c],
+                         "std_vs_first": exact["std"][c] / first["std"][c]})
+    return rows
+
+
+def assert_rows(found: list[dict], expected: list[dict]) -> None:
+    assert [(r["dataset"], r["channel"]) for r in found] == \
+        [(r["dataset"], r["channel"]) for r in expected]
+    for mine, exact in zip(found, expected):
+        for key in ("mean", "std", "between"):  # exact fractions rounded once
+            assert mine[key] == exact[key], (mine["dataset"], key)
+        for key in ("per_image_std", "per_image_std_ddof1", "ratio"):
+            assert mine[key] == pytest.approx(exact[key], rel=4e-16, abs=0), key
+        for key in ("mean_vs_first", "std_vs_first"):
+            assert mine[key] == pytest.approx(exact[key], rel=1e-15, abs=1e-16), key
+
+
+def test_compare_three_datasets_from_python_equals_the_exact_oracle(three_datasets):
+    import normstats
+
+    data = {name: (np.stack(images) if name == "dataset 3" else name)
+            for name, images in three_datasets}
+    comparison = normstats.compare(list(data.values()), workers=1)
+    assert isinstance(comparison, normstats.Comparison)
+    assert_rows(comparison.rows, expected_rows(three_datasets))
+    assert [e.per_image_std.shape for e in comparison.entries] == [(12, 3), (15, 3), (9, 3)]
+    assert json.loads(comparison.to_json())["rows"] == comparison.rows
+    assert str(comparison).splitlines()[0].split()[-6:] == ["mean", "vs", "1st", "std", "vs",
+                                                           "1st"]
+    named = normstats.compare({"a": data["dataset 3"], "b": data[three_datasets[1][0]]})
+    assert [e.name for e in named.entries] == ["a", "b"]
+    assert named.differences[0]["b_std_under_a"] == named.rows[3]["std_vs_first"]
+
+
+def test_compare_three_datasets_on_the_command_line(three_datasets, tmp_path):
+    import matplotlib  # noqa: F401 - in the test extra: fail, never skip
+    from PIL import Image as PILImage
+
+    third = tmp_path / "third.npy"
+    np.save(third, np.stack(three_datasets[2][1]))
+    paths = [three_datasets[0][0], three_datasets[1][0], str(third)]
+    plot = tmp_path / "three.png"
+    result = CliRunner().invoke(main, ["compare", *paths, "--json", "--workers", "1",
+                                       "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    expected = expected_rows([(p, images) for p, (_, images) in zip(paths, three_datasets)])
+    assert_rows(json.loads(result.stdout)["rows"], expected)
+    assert 10_000 < plot.stat().st_size < 2_000_000
+    with PILImage.open(plot) as figure:  # three channel panels side by side
+        assert figure.format == "PNG" and figure.width > 2 * figure.height
+        saturation = np.asarray(figure.convert("RGB").convert("HSV"))[..., 1]
+    assert (saturation > 80).mean() > 0.01  # the datasets' coloured violins are drawn
+    text = CliRunner().invoke(main, ["compare", *paths, "--workers", "1"]).stdout
+    assert [line.split()[0] for line in text.splitlines()[1:10]] == \
+        [p for p in paths for _ in range(3)]
+
+
+def test_compare_needs_a_dataset_and_a_root_for_manifest_names():
+    import normstats
+    from normstats.errors import InvalidOptionError, NormstatsError
+
+    with pytest.raises(InvalidOptionError, match="at least one dataset"):
+        normstats.compare([])
+    with pytest.raises(NormstatsError, match="manifest name: give the folder"):
+        normstats.compare(["cifar10-train"])
+
+
+# --- the share, the rows and the text, on records and statistics built in memory ---------
+
+def int_records(sums: list[int], pixels: list[int], dtype: str = "uint16") -> IntegerRecords:
+    """One-channel integer records with the given Σx (Σx² = (Σx)²: each image flat)."""
+    column = np.array(sums, np.int64)[:, None]
+    return IntegerRecords(dtype=dtype, channel_names=("c0",), keys=(),
+                          pixels=np.array(pixels, np.int64), minimum=column * 0.0,
+                          maximum=column * 1.0, sums=column, sums_sq=column * 0)
+
+
+def test_squared_sums_are_grouped_by_size_exactly() -> None:
+    records = int_records([5, 7, -3, 2, 11], [3, 1, 3, 2, 1])
+    assert _squared_sums_by_size(records) == [(1, [49 + 121]), (2, [4]), (3, [25 + 9])]
+    top = 3_037_000_499  # the largest |Σx| whose square fits int64
+    for big in (top, top + 1, -top - 1, 2**40):
+        records = int_records([big, big, big, 1, -big], [4, 4, 4, 4, 9])
+        assert _squared_sums_by_size(records) == [(4, [3 * big * big + 1]), (9, [big * big])]
+        assert all(type(v) is int for _, values in _squared_sums_by_size(records) for v in values)
+    two = IntegerRecords(dtype="uint8", channel_names=("a", "b"), keys=(),
+                         pixels=np.array([2, 2]), minimum=np.zeros((2, 2)),
+                         maximum=np.zeros((2, 2)), sums=np.array([[1, 2], [3, 4]]),
+                         sums_sq=np.zeros((2, 2), np.int64))
+    assert _squared_sums_by_size(two) == [(2, [1 + 9, 4 + 16])]
+
+
+def test_pairwise_sum_is_the_exact_sum() -> None:
+    values = [Fraction(1, k) for k in range(1, 12)]
+    assert _pairwise_sum(values) == sum(values)
+    assert _pairwise_sum([Fraction(3, 7)]) == Fraction(3, 7)
+    assert _pairwise_sum([]) == 0 and type(_pairwise_sum([])) is Fraction
+    assert _pairwise_sum([Fraction(1, 2), Fraction(1, 3)]) == Fraction(5, 6)
+
+
+def test_the_share_of_unequal_images_fed_in_batches_is_exact(rng) -> None:
+    images = [rng.integers(0, 256, (h, w, 2), dtype=np.uint8)
+              for h, w in ((1, 3), (2, 2), (1, 1), (3, 5), (2, 2), (1, 3))]
+    images[2][...] = 9
+    share = BetweenShare()
+    assert share.images == 0 and share.shares() is None
+    for start, stop in ((0, 2), (2, 2), (2, 3), (3, 6)):
+        share.add(concat_records([records_from_stack(i[None]) for i in images[start:stop]])
+                  if stop > start else records_from_stack(np.zeros((0, 1, 1, 2), np.uint8)))
+    expected = tuple(float(s) for s in exact_between_share(images))
+    assert share.images == 6 and share.shares() == expected
+    assert share.shares(images=6) == expected and share.shares(images=5) is None
+    flat = [np.full((2, 2, 1), v, np.uint8) for v in (1, 5, 5)]
+    assert between_image_share([records_from_stack(np.stack(flat))]) == (1.0,)
+    constant = [np.full((1, 2, 1), 5, np.uint8)] * 3
+    assert between_image_share([records_from_stack(np.stack(constant))]) == (None,)
+    same_means = [np.array([[[0], [4]]], np.uint8), np.array([[[1], [3]]], np.uint8)]
+    assert between_image_share([records_from_stack(np.stack(same_means))]) == (0.0,)
+
+
+def test_the_share_of_float_images_fed_in_batches(rng) -> None:
+    images = [rng.normal(m, s, (h, w, 2)) for m, s, h, w in ((5.0, 1.0, 1, 3), (8.0, 2.0, 2, 2),
+                                                            (5.5, 0.5, 3, 1), (7.0, 1.0, 1, 1))]
+    share = BetweenShare()
+    share.add(records_from_stack(images[0][None]))
+    share.add(concat_records([records_from_stack(i[None]) for i in images[1:3]]))
+    share.add(records_from_stack(images[3][None]))
+    assert share.images == 4
+    assert share.shares() == pytest.approx([float(s) for s in exact_between_share(images)],
+                                           rel=1e-13, abs=0)
+    assert between_image_share([records_from_stack(np.full((2, 1, 2, 1), 0.5))]) == (None,)
+
+
+def test_the_share_refuses_to_mix_kinds_and_takes_task_results() -> None:
+    share = BetweenShare()
+    share(TaskResult(None, ()))
+    assert share.images == 0
+    share(TaskResult(records_from_stack(np.zeros((2, 1, 2, 1), np.uint8)), ()))
+    assert share.images == 2
+    with pytest.raises(ValueError) as caught:
+        share.add(records_from_stack(np.zeros((1, 1, 2, 1))))
+    assert str(caught.value) == "records of different kinds cannot share one variance"
+    with pytest.raises(ValueError):
+        share.add(records_from_stack(np.zeros((1, 1, 2, 2), np.uint8)))
+
+
+def test_per_image_stds_of_collected_records() -> None:
+    parts = [records_from_stack(np.array([[[[0], [2]]], [[[3], [3]]]], np.uint8)),
+             records_from_stack(np.array([[[[1], [7]]]], np.uint8))]
+    assert per_image_stds(parts, 2.0).tolist() == [[0.5], [0.0], [1.5]]
+
+
+def _stats(**changes: Any) -> DatasetStats:
+    values: dict[str, Any] = dict(
+        channels=("R", "G"), mean=(0.5, 0.25), std=(0.25, 0.0), std_ddof1=(0.25, 0.0),
+        per_image_std=(0.125, 0.0), per_image_std_ddof1=(0.1875, 0.0),
+        rms_per_image_std=(0.15625, 0.0), min=(0.0, 0.25), max=(1.0, 0.25), images=1234,
+        pixels_per_channel=64, dtype="uint8", scale=255.0, mode="RGB", source="/data/toy")
+    values.update(changes)
+    return DatasetStats(**values)
+
+
+FIRST = Compared("first", _stats(), between=(0.75, None))
+SECOND = Compared("second-long-name", _stats(mean=(0.0, 0.5), std=(0.5, 0.125), images=3,
+                                             skipped=(Skipped("x", "y"),)), between=(0.5, 1.0))
+VECTORS = Compared("v", _stats(channels=("R",), mean=(0.625,), std=(0.25,), per_image_std=None,
+                               per_image_std_ddof1=None, dtype="float64", scale=1.0, mode="NC"))
+
+
+def test_comparison_rows_hold_every_number_or_none() -> None:
+    assert comparison_rows([]) == []
+    assert comparison_rows([FIRST, SECOND, VECTORS]) == [
+        {"dataset": "first", "channel": "R", "mean": 0.5, "std": 0.25, "per_image_std": 0.125,
+         "per_image_std_ddof1": 0.1875, "ratio": 0.5, "between": 0.75, "mean_vs_first": 0.0,
+         "std_vs_first": 1.0},
+        {"dataset": "first", "channel": "G", "mean": 0.25, "std": 0.0, "per_image_std": 0.0,
+         "per_image_std_ddof1": 0.0, "ratio": None, "between": None, "mean_vs_first": None,
+         "std_vs_first": None},
+        {"dataset": "second-long-name", "channel": "R", "mean": 0.0, "std": 0.5,
+         "per_image_std": 0.125, "per_image_std_ddof1": 0.1875, "ratio": 0.25,
+         "between": 0.5, "mean_vs_first": -2.0, "std_vs_first": 2.0},
+        {"dataset": "second-long-name", "channel": "G", "mean": 0.5, "std": 0.125,
+         "per_image_std": 0.0, "per_image_std_ddof1": 0.0, "ratio": 0.0, "between": 1.0,
+         "mean_vs_first": None, "std_vs_first": None},
+        {"dataset": "v", "channel": "R", "mean": 0.625, "std": 0.25, "per_image_std": None,
+         "per_image_std_ddof1": None, "ratio": None, "between": None, "mean_vs_first": 0.5,
+         "std_vs_first": 1.0}]
+    three = Compared("three", _stats(channels=("R", "G", "B"), mean=(0.5,) * 3, std=(0.5,) * 3,
+                                     std_ddof1=(0.5,) * 3, per_image_std=None,
+                                     per_image_std_ddof1=None, rms_per_image_std=None,
+                                     min=(0.0,) * 3, max=(1.0,) * 3))
+    assert [r["std_vs_first"] for r in comparison_rows([VECTORS, three])] == [1.0, 2.0, None,
+                                                                             None]
+
+
+def test_difference_rows_against_the_first_dataset() -> None:
+    assert difference_rows([FIRST]) == [] and difference_rows([]) == []
+    assert difference_rows([FIRST, SECOND, VECTORS]) == [
+        {"a": "first", "b": "second-long-name", "channel": "R", "mean_diff": 0.5,
+         "std_diff": -0.25, "mean_ratio": None, "std_ratio": 0.5, "b_mean_under_a": -2.0,
+         "b_std_under_a": 2.0},
+        {"a": "first", "b": "second-long-name", "channel": "G", "mean_diff": -0.25,
+         "std_diff": -0.125, "mean_ratio": 0.5, "std_ratio": 0.0, "b_mean_under_a": None,
+         "b_std_under_a": None},
+        {"a": "first", "b": "v", "channel": "R", "mean_diff": -0.125, "std_diff": 0.0,
+         "mean_ratio": 0.8, "std_ratio": 1.0, "b_mean_under_a": 0.5, "b_std_under_a": 1.0}]
+
+
+TABLE = """\
+dataset           channel      mean  pooled std  per-image std  per-image ddof1  \
+per-image/pooled   between  mean vs 1st  std vs 1st
+first             R          0.5000      0.2500         0.1250           0.1875            \
+0.5000    0.7500       0.0000      1.0000
+first             G          0.2500      0.0000         0.0000           0.0000                 \
+-         -            -           -
+second-long-name  R          0.0000      0.5000         0.1250           0.1875            \
+0.2500    0.5000      -2.0000      2.0000
+second-long-name  G          0.5000      0.1250         0.0000           0.0000            \
+0.0000    1.0000            -           -
+v                 R          0.6250      0.2500              -                -                 \
+-         -       0.5000      1.0000
+
+first: 1,234 images, uint8, scale 255, mode RGB
+second-long-name: 3 images, uint8, scale 255, mode RGB, 1 input(s) skipped
+v: 1,234 images, float64, scale 1, mode NC
+
+Using first's constants on second-long-name leaves its channel R at mean -2.000 and std 2.000 \
+instead of 0 and 1: compute constants for the data the model will see.
+
+"""
+
+
+def test_the_comparison_text_word_for_word() -> None:
+    assert render_comparison([FIRST, SECOND, VECTORS]) == TABLE + EXPLANATION
+    alone = render_comparison([FIRST]).split("\n")
+    assert alone[:5] == [
+        "dataset  channel      mean  pooled std  per-image std  per-image ddof1  "
+        "per-image/pooled   between  mean vs 1st  std vs 1st",
+        "first    R          0.5000      0.2500         0.1250           0.1875            "
+        "0.5000    0.7500       0.0000      1.0000",
+        "first    G          0.2500      0.0000         0.0000           0.0000                 "
+        "-         -            -           -", "",
+        "first: 1,234 images, uint8, scale 255, mode RGB"]
+    assert alone[5:] == ["", EXPLANATION]
+    assert EXPLANATION.startswith("Why they differ: the pooled std measures every pixel")
+    assert EXPLANATION.endswith("each dataset normalized with the first one's constants, 0 "
+                                "and 1 when they agree.")
+    assert str(Comparison((FIRST, SECOND, VECTORS))) == TABLE + EXPLANATION
+
+
+def test_the_verdict_on_sharing_constants() -> None:
+    a = Compared("a", _stats(mean=(0.0, 0.5), std=(1.0, 0.0)))
+
+    def verdict(mean: float, std: float) -> str:
+        b = Compared("b", _stats(mean=(mean, 0.5), std=(std, 0.0)))
+        return render_comparison([a, b]).split("\n\n")[-2].splitlines()[-1]
+
+    assert verdict(0.0625, 1.0625) == (
+        "Using a's constants on b leaves its channel R at mean +0.062 and std 1.062 instead of "
+        "0 and 1: close enough to share one set of constants.")
+    assert verdict(-0.0625, 0.9375).endswith("close enough to share one set of constants.")
+    for mean, std in ((0.1, 1.0), (-0.1, 1.0), (0.0, 1.125), (0.0, 0.875), (2.0, 3.0)):
+        assert verdict(mean, std).endswith("compute constants for the data the model will see.")
+    flat_a = Compared("a", _stats(std=(0.0, 0.0)))  # nothing is measured in a zero std
+    assert not any(line.startswith("Using") for line in
+                   render_comparison([flat_a, a]).splitlines())
+
+
+def test_cells_show_four_decimals_or_a_dash() -> None:
+    assert [_cell(v, 8) for v in (None, math.nan, 0.0, -1.23456, 12345.0)] == [
+        "       -", "       -", "  0.0000", " -1.2346", "12345.0000"]
+    assert _cell(1, 3) == "1.0000"
+
+
+def test_the_comparison_json_holds_rows_differences_and_statistics() -> None:
+    entries = [FIRST, SECOND]
+    assert json.loads(comparison_json(entries)) == {
+        "rows": comparison_rows(entries), "differences": difference_rows(entries),
+        "datasets": {"first": json.loads(json.dumps(FIRST.stats.to_dict())),
+                     "second-long-name": json.loads(json.dumps(SECOND.stats.to_dict()))},
+        "explanation": EXPLANATION}
+    assert comparison_json(entries).startswith('{\n  "rows": [\n    {\n      "dataset"')
+
+
+def test_a_comparison_holds_its_rows_differences_json_and_plot(tmp_path, monkeypatch) -> None:
+    comparison = Comparison((FIRST, SECOND))
+    assert comparison.rows == comparison_rows([FIRST, SECOND])
+    assert comparison.differences == difference_rows([FIRST, SECOND])
+    assert comparison.to_json() == comparison_json([FIRST, SECOND])
+    from normstats.analyses import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "plot_comparison",
+                        lambda entries, path: drawn.append((entries, path)) or "drawn")
+    assert comparison.plot(tmp_path / "x.png") == "drawn"
+    assert drawn == [([FIRST, SECOND], tmp_path / "x.png")]
+
+
+def test_compare_names_and_computes_each_dataset() -> None:
+    a = np.array([0, 255, 51, 204], np.uint8).reshape(4, 1, 1, 1)
+    named = compare({"a": a, "b": a // 5}, workers=1)
+    assert [e.name for e in named.entries] == ["a", "b"]
+    assert [(r["dataset"], r["std"], r["std_vs_first"]) for r in named.rows] == [
+        ("a", normstats.compute(a).std[0], 1.0),
+        ("b", normstats.compute(a // 5).std[0], normstats.compute(a // 5).std[0]
+         / normstats.compute(a).std[0])]
+    first = named.entries[0]
+    assert first.stats == normstats.compute(a)
+    assert first.per_image_std.tolist() == [[0.0]] * 4
+    assert first.between == between_image_share([records_from_stack(a)])
+    listed = compare([a, a], scale=1.0, channels=("Y",))
+    assert [e.name for e in listed.entries] == ["dataset 1", "dataset 2"]
+    assert listed.entries[1].stats.scale == 1.0 and listed.entries[1].stats.channels == ("Y",)
+    vectors = compare([np.arange(12.0).reshape(6, 2)]).entries[0]
+    assert vectors.per_image_std is None and vectors.between is None
+    with pytest.raises(InvalidOptionError) as caught:
+        compare([])
+    assert str(caught.value) == "compare needs at least one dataset"
+
+
+def test_compare_reads_paths_globs_and_manifest_names_under_a_root(tmp_path,
+                                                                  monkeypatch) -> None:
+    import importlib
+
+    from normstats.analyses import manifests
+    from normstats.analyses.manifest_schema import Manifest, SourceSpec
+
+    fw = importlib.import_module("format_writers")
+    for i in (1, 2):
+        fw.write_folder(tmp_path / f"set{i}", fw.images(i, 3, 4, 4, 3))
+    by_path = compare([tmp_path / "set1", str(tmp_path / "set*")], workers=1)
+    assert [e.name for e in by_path.entries] == [str(tmp_path / "set1"),
+                                                 str(tmp_path / "set*")]
+    assert by_path.entries[1].stats.images == 6
+    assert by_path.entries[0].per_image_std.shape == (3, 3)
+    with pytest.raises(NormstatsError) as caught:
+        compare(["cifar10-train"])
+    assert str(caught.value) == ("cifar10-train is a manifest name: give the folder holding "
+                                 "its files with root= (--root)")
+    toy = Manifest("toy", "Toy", "train", "d", SourceSpec("folder", ("set2",),
+                                                          channels=("X", "Y", "Z")), ())
+    monkeypatch.setattr(manifests, "load_manifest",
+                        lambda name: toy if name == "toy" else pytest.fail(name))
+    entry = compare(["toy"], root=tmp_path, workers=1, resize=2).entries[0]
+    assert (entry.name, entry.stats.channels, entry.stats.images) == ("toy", ("X", "Y", "Z"), 3)
+    assert entry.stats.pixels_per_channel == 3 * 2 * 2
+    assert compare(["toy"], root=str(tmp_path), channels="A,B,C").entries[0].stats.channels \
+        == ("A", "B", "C")
+    damaged = dataclasses.replace(toy, source=dataclasses.replace(
+        toy.source, checksums={"set2/0000.png": "md5:" + "0" * 32}))
+    monkeypatch.setattr(manifests, "load_manifest", lambda name: damaged)
+    with pytest.raises(NormstatsError, match="md5 checksum mismatch"):
+        compare(["toy"], root=tmp_path)

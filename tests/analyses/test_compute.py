@@ -79,7 +79,7 @@ def test_percentiles_are_the_flag_and_numpy_s_exact_percentiles(array_file):
     pixels = np.load(array_file).reshape(-1, 3)
     assert stats.percentiles == {
         f"p{q:g}": tuple(float(np.percentile(pixels[:, c], q)) / 255 for c in range(3))
-        for q in (0.5, 99.5)}
+        for q in (0.5, 2, 98, 99.5)}
     assert stats == normstats.compute(array_file)  # the same constants
 
 
@@ -173,3 +173,165 @@ def test_local_cluster_is_the_flag(classes):
     assert cli.exit_code == 0, cli.output
     _same(json.loads(cli.stdout), stats)
     assert numbers(stats) == numbers(normstats.compute(classes, cache=False, workers=1))
+
+
+# --- the argument checks and the small pieces of compute, called directly -----------------
+
+SAMPLING = "not with --sample/--precision"
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"sample": 5, "percentiles": True}, f"--percentiles needs every pixel: {SAMPLING}"),
+    ({"precision": 0.1, "percentiles": True}, f"--percentiles needs every pixel: {SAMPLING}"),
+    ({"sample": 5, "by_folder": True},
+     f"--by-folder and --outliers need every image's record: {SAMPLING}"),
+    ({"precision": 0.1, "outliers": True},
+     f"--by-folder and --outliers need every image's record: {SAMPLING}"),
+    ({"sample": 5, "mean_image": True}, f"--mean-image needs every image: {SAMPLING}"),
+    ({"precision": 0.5, "covariance": True}, f"--covariance needs every image: {SAMPLING}"),
+    ({"seed": 0}, "--seed draws a sample: give --sample or --precision with it"),
+    *[(dict(verify_cache="all", **other),
+       "--verify-cache checks the record cache of a plain compute: not with --sample, "
+       "--precision, --percentiles, --mean-image or --no-cache")
+      for other in ({"sample": 3}, {"precision": 0.1}, {"percentiles": True},
+                    {"mean_image": True}, {"cache": False})],
+    ({"threads_per_worker": 1}, "--threads-per-worker needs --local-cluster"),
+    ({"local_cluster": True, "scheduler": "sync"},
+     "--local-cluster starts its own scheduler; drop --scheduler"),
+    ({"workers": 1, "scheduler": "tcp://10.0.0.1:8786"},
+     "--workers sizes a local pool or --local-cluster; with --scheduler ADDRESS the "
+     "cluster's workers decide"),
+], ids=lambda value: str(value)[:60])
+def test_each_contradiction_has_its_own_message(arguments: dict, message: str) -> None:
+    from normstats.analyses.compute import check_arguments
+
+    with pytest.raises(InvalidOptionError) as caught:
+        check_arguments(**arguments)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("arguments", [
+    {}, {"sample": 5}, {"precision": 0.1}, {"sample": 5, "seed": 0}, {"precision": 1, "seed": 3},
+    {"percentiles": True, "by_folder": True, "outliers": True, "mean_image": True,
+     "covariance": True},
+    {"verify_cache": 2}, {"verify_cache": "all", "cache": True, "by_folder": True},
+    {"local_cluster": True, "threads_per_worker": 2, "workers": 2},
+    {"workers": 2, "scheduler": "threads"}, {"scheduler": "tcp://10.0.0.1:8786"},
+], ids=lambda value: str(value)[:60])
+def test_arguments_that_agree_pass(arguments: dict) -> None:
+    from normstats.analyses.compute import check_arguments
+
+    assert check_arguments(**arguments) is None
+
+
+def test_what_the_pixels_are_read_for() -> None:
+    from normstats.analyses.compute import _accumulators
+
+    assert _accumulators(False, False, False) == ()
+    assert _accumulators(True, False, False) == ("histogram",)
+    assert _accumulators(False, True, False) == ("mean_image",)
+    assert _accumulators(False, False, True) == ("mean_image_std",)
+    assert _accumulators(True, True, True) == ("histogram", "mean_image_std")
+
+
+def test_both_callbacks_hear_every_result_in_order() -> None:
+    from normstats.analyses.compute import _both
+
+    def first(result: object) -> None:
+        heard.append(("first", result))
+
+    heard: list[tuple[str, object]] = []
+    assert _both(first, None) is first
+    joined = _both(first, lambda result: heard.append(("second", result)))
+    joined("r1")
+    joined("r2")
+    assert heard == [("first", "r1"), ("second", "r1"), ("first", "r2"), ("second", "r2")]
+
+
+def test_a_covariance_asked_and_not_made_is_refused() -> None:
+    from normstats.analyses.compute import _covariance_made
+
+    stats = normstats.compute(np.zeros((2, 1, 1, 1), np.uint8))
+    assert _covariance_made(stats, False) is stats
+    with pytest.raises(InvalidOptionError) as caught:
+        _covariance_made(stats, True)
+    assert str(caught.value) == (
+        "the channel covariance cannot be computed for this data here (it is made for images "
+        "without nodata and for vectors; with --mean-image of a Dask array, compute it in a "
+        "run of its own)")
+    made = normstats.compute(np.zeros((2, 1, 1, 2), np.uint8), covariance=True)
+    assert _covariance_made(made, True) is made
+
+
+def test_a_library_call_prints_nothing_unless_asked(array_file, capfd) -> None:
+    normstats.compute(array_file, workers=1)
+    normstats.compute(array_file, sample=10, seed=0, workers=1)
+    assert capfd.readouterr() == ("", "")
+
+
+def test_a_sample_is_read_and_reported_with_the_options_given(array_file) -> None:
+    stats = normstats.compute(array_file, sample=30, seed=2, scale=1.0, channels="A,B,C",
+                              workers=1, task_size=7)
+    chosen = choose_images(300, 30, np.random.default_rng(2))
+    alone = normstats.compute(np.load(array_file)[chosen], scale=1.0, channels="A,B,C")
+    assert numbers(stats) == numbers(alone) and stats.channels == ("A", "B", "C")
+    assert stats.scale == 1.0 and stats.estimate.sampled == 30
+    assert normstats.compute(array_file, precision=10.0, seed=1, workers=1).estimate.sampled \
+        == 256
+
+
+def test_the_cache_is_checked_when_asked(classes, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    normstats.compute(classes, cache=cache, workers=1)
+    checked = normstats.compute(classes, cache=cache, verify_cache="all", workers=1)
+    assert checked.cache_checked == checked.images == 18 and checked.cache_changed == ()
+    assert normstats.compute(classes, cache=cache, workers=1).cache_checked == 0
+
+
+def test_a_local_cluster_runs_compute_on_its_own_client(monkeypatch) -> None:
+    from contextlib import contextmanager
+
+    import normstats.engine.cluster as cluster
+    import normstats.engine.pipeline as pipeline
+    from normstats.analyses import compute as module
+    from normstats.sources.options import ReadOptions
+
+    opened: list[tuple[int, int]] = []
+
+    @contextmanager
+    def fake_cluster(workers: int, threads: int):
+        opened.append((workers, threads))
+        yield "client"
+    monkeypatch.setattr(cluster, "local_cluster", fake_cluster)
+    monkeypatch.setattr(pipeline, "default_workers", lambda: 7)
+    calls: list[tuple] = []
+    monkeypatch.setattr(module, "compute", lambda data, **kw: calls.append((data, kw)) or "out")
+    options = ReadOptions(mode="L")
+    run = {"workers": None, "scheduler": None, "task_size": 5, "progress": False,
+           "on_result": None}
+    assert module._on_local_cluster("data", options, dict(run), None, sample=3) == "out"
+    assert opened == [(7, 1)]
+    assert calls == [("data", {"options": options, "task_size": 5, "progress": False,
+                               "on_result": None, "scheduler": "client", "sample": 3})]
+    module._on_local_cluster("data", options, {**run, "workers": 2}, 3)
+    assert opened[-1] == (2, 3) and "workers" not in calls[-1][1]
+
+
+def test_compute_hands_a_local_cluster_every_analysis(monkeypatch) -> None:
+    from normstats.analyses import compute as module
+
+    seen: list[tuple] = []
+    monkeypatch.setattr(module, "_on_local_cluster",
+                        lambda *args, **kw: seen.append((args, kw)) or "out")
+    assert module.compute("data", local_cluster=True, workers=2, threads_per_worker=3,
+                          task_size=4, progress=None, cache=False, by_folder=True,
+                          outliers=True, percentiles=True, mean_image=True,
+                          mean_image_std=True, covariance=True, mode="L") == "out"
+    (data, options, run, threads), analyses = seen[0]
+    assert (data, options.mode, threads) == ("data", "L", 3)
+    assert run == {"workers": 2, "scheduler": None, "task_size": 4, "progress": None,
+                   "on_result": None}
+    assert analyses == {"cache": False, "verify_cache": None, "sample": None, "seed": None,
+                        "precision": None, "percentiles": True, "by_folder": True,
+                        "outliers": True, "mean_image": True, "mean_image_std": True,
+                        "covariance": True}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import normstats
 from normstats.analyses.conditioning import SecondMoments, condition_number, conditioning
-from normstats.errors import InvalidOptionError, UnreadableInputError
+from normstats.errors import EmptyDatasetError, InvalidOptionError, UnreadableInputError
 
 
 def income_height(rng: np.random.Generator, n: int = 100_000) -> np.ndarray:
@@ -71,10 +72,23 @@ def test_condition_command(tmp_path, rng):
     assert 8e4 < data["raw"] < 1.1e5 and data["standardized"] < 1.1
     text = CliRunner().invoke(main, ["condition", str(path)]).output
     assert "standardized" in text and "min-max" in text
-    bad = tmp_path / "images.npy"
-    np.save(bad, np.zeros((2, 3, 3), np.uint8))
-    result = CliRunner().invoke(main, ["condition", str(bad)])
-    assert result.exit_code == 1 and "(N, d)" in result.output
+    assert "feature covariance" in text
+    images = tmp_path / "images.npy"  # images: the channel covariance's condition numbers
+    base = rng.integers(0, 200, (30, 6, 6, 1))
+    np.save(images, np.concatenate([base, base + rng.integers(0, 30, base.shape),
+                                    rng.integers(0, 255, base.shape)], axis=3).astype(np.uint8))
+    result = CliRunner().invoke(main, ["condition", str(images), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    stats = normstats.compute(np.load(images), covariance=True)
+    assert data["raw"] == condition_number(stats.covariance) > data["standardized"] > 5
+    assert abs(data["whitened"] - 1) < 1e-9 and data["channels"] == ["c0", "c1", "c2"]
+    text = CliRunner().invoke(main, ["condition", str(images)]).output
+    assert "channel covariance" in text and "ZCA-whitened" in text
+    flat = tmp_path / "flat.npy"  # a constant image: its covariance cannot be whitened
+    np.save(flat, np.zeros((2, 3, 3), np.uint8))
+    result = CliRunner().invoke(main, ["condition", str(flat), "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["raw"] == float("inf")
 
 
 def test_nan_and_infinite_values_are_counted_per_feature_not_a_linalg_error(rng):
@@ -100,3 +114,92 @@ def test_no_features_or_a_zarr_store_with_a_missing_chunk_are_refused(tmp_path, 
     (path / "c" / "2" / "0").unlink()
     with pytest.raises(UnreadableInputError, match=r"1 of 3 chunks .*\(c/2/0; images 4-5\)"):
         conditioning(zarr.open_array(path, mode="r"))
+
+
+# --- the streaming totals and the three scalings, on vectors written out by hand ----------
+
+def test_second_moments_are_exact_totals_around_the_first_row() -> None:
+    x = np.array([[10.0, -1.0], [12.0, 3.0], [7.0, 5.0], [11.0, 1.0], [10.0, 2.0]])
+    for block_rows in (1, 2, 3, 5, 65536):
+        moments = SecondMoments.from_array(x, block_rows=block_rows)
+        centred = x - x[0]
+        assert moments.count == 5 and type(moments.count) is int
+        assert moments.shift.tolist() == [10.0, -1.0]
+        assert moments.sum.tolist() == centred.sum(axis=0).tolist() == [0.0, 15.0]
+        assert moments.outer.tolist() == (centred.T @ centred).tolist()
+        assert moments.minimum.tolist() == [7.0, -1.0]
+        assert moments.maximum.tolist() == [12.0, 5.0]
+        assert moments.mean.tolist() == [10.0, 2.0]
+        assert moments.covariance.tolist() == [[2.8, -1.6], [-1.6, 4.0]]
+    ints = SecondMoments.from_array(np.array([[1, 2], [3, 4]], np.int64))
+    assert ints.shift.dtype == np.float64 and ints.mean.tolist() == [2.0, 3.0]
+
+
+def test_second_moments_refuse_what_is_not_vectors() -> None:
+    for x, error, message in (
+            (np.ones((5, 2, 2)), InvalidOptionError,
+             "conditioning needs vector data (N, d), got shape (5, 2, 2)"),
+            (np.ones(5), InvalidOptionError, "conditioning needs vector data (N, d), got shape "
+                                             "(5,)"),
+            (np.ones((0, 3)), EmptyDatasetError, "no vectors"),
+            (np.ones((4, 0)), UnreadableInputError,
+             "vectors of shape (4, 0) have no features (axis 1 has length 0): there is nothing "
+             "to condition")):
+        with pytest.raises(error) as caught:
+            SecondMoments.from_array(x)
+        assert str(caught.value) == message
+
+
+def test_values_that_are_not_finite_are_counted_in_every_block() -> None:
+    x = np.zeros((8, 7))
+    x[[0, 5], 1] = np.nan
+    x[7, 1] = np.inf
+    for j in (0, 2, 3, 4, 6):
+        x[j, j] = -np.inf
+    x[3:5, 2] = np.nan
+    with pytest.raises(UnreadableInputError) as caught:
+        SecondMoments.from_array(x, block_rows=3)
+    assert str(caught.value) == (
+        "4 NaN and 6 infinite in 6 feature(s) (feature 0: 1 infinite, feature 1: 2 NaN and 1 "
+        "infinite, feature 2: 2 NaN and 1 infinite, feature 3: 1 infinite, feature 4: 1 "
+        "infinite, ...): the condition number needs every value of every vector; drop or "
+        "impute those rows first (normstats compute leaves NaN out per feature)")
+    few = np.zeros((2, 5))
+    few[:, 4] = np.nan
+    with pytest.raises(UnreadableInputError) as caught:
+        SecondMoments.from_array(few)
+    assert str(caught.value).startswith("2 NaN in 1 feature(s) (feature 4: 2 NaN): the")
+    many = np.zeros((3000, 5))
+    many[:, :] = np.nan
+    with pytest.raises(UnreadableInputError) as caught:
+        SecondMoments.from_array(many)
+    assert str(caught.value).startswith("15,000 NaN in 5 feature(s) (feature 0: 3,000 NaN, "
+                                        "feature 1: 3,000 NaN, feature 2: 3,000 NaN, feature 3: "
+                                        "3,000 NaN, feature 4: 3,000 NaN): the")
+
+
+def test_the_three_condition_numbers_of_a_plus_shaped_cloud() -> None:
+    """Rows (±1, 0) and (0, ±2): covariance diag(1/2, 2), mean 0, so κ(raw) = 4, the
+    correlation matrix is the identity, and min-max scaling gives
+    [[3/8, 1/4], [1/4, 3/8]] with eigenvalues 5/8 and 1/8: κ = 5."""
+    x = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 2.0], [0.0, -2.0]])
+    result = conditioning(x)
+    assert result.raw == pytest.approx(4.0, rel=1e-14)
+    assert result.standardized == pytest.approx(1.0, rel=1e-14)
+    assert result.min_max == pytest.approx(5.0, rel=1e-14)
+    assert (result.features, result.vectors) == (2, 4)
+    shifted = conditioning(x + np.array([3.0, 0.0]))  # mean (3, 0): H = C + μμᵀ
+    assert shifted.raw == pytest.approx(9.5 / 2.0, rel=1e-14)
+    assert shifted.min_max == pytest.approx(5.0, rel=1e-14)  # min-max ignores the shift
+    assert shifted.to_dict()["raw"] == shifted.raw
+    assert {k: shifted.to_dict()[k] for k in ("standardized", "min_max", "features",
+                                              "vectors")} == {
+        "standardized": shifted.standardized, "min_max": shifted.min_max, "features": 2,
+        "vectors": 4}
+
+
+def test_constant_features_are_named() -> None:
+    x = np.array([[1.0, 5.0, 2.0, 7.0], [2.0, 5.0, 3.0, 7.0], [4.0, 5.0, 1.0, 7.0]])
+    with pytest.raises(InvalidOptionError) as caught:
+        conditioning(x)
+    assert str(caught.value) == "feature(s) [1, 3] are constant: standardization is undefined"

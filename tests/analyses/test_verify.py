@@ -5,14 +5,22 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import normstats
-from normstats.analyses.manifests import Reference, load_manifest
-from normstats.analyses.verify import check_reference, verify_stats
+from normstats.analyses.manifests import Manifest, Reference, SourceSpec, load_manifest
+from normstats.analyses.verify import (
+    NumberCheck,
+    check_reference,
+    render_verification,
+    verify_stats,
+)
+from normstats.maths.records import Skipped
+from normstats.results.stats import DatasetStats
 from normstats_cli import main
 
 fw = importlib.import_module("format_writers")
@@ -201,3 +209,193 @@ def test_channel_count_mismatch_is_a_clear_failure() -> None:
     stats = normstats.compute(np.zeros((2, 3, 3, 1), np.uint8))
     check = check_reference(stats, Reference("rgb", "x", {"mean": (0.1, 0.2, 0.3)}))
     assert not check.passed and "3 values for 1 channel" in check.problem
+
+
+# --- the verdicts and the report, on statistics written out by hand ------------------------
+
+def _stats(**changes: Any) -> DatasetStats:
+    """Two channels whose every variant differs and is a binary fraction (exact in float)."""
+    values: dict[str, Any] = dict(
+        channels=("R", "G"), mean=(0.5, 0.25), std=(0.25, 0.125), std_ddof1=(0.25, 0.1875),
+        per_image_std=(0.125, 0.0625), per_image_std_ddof1=(0.1875, 0.09375),
+        rms_per_image_std=(0.15625, 0.078125), min=(0.0, 0.0), max=(1.0, 0.5), images=4,
+        pixels_per_channel=64, dtype="uint8", scale=255.0, mode="RGB", source="/data/toy")
+    values.update(changes)
+    return DatasetStats(**values)
+
+
+def _spec(images: int | None = 4) -> SourceSpec:
+    return SourceSpec("folder", ("x",), images=images)
+
+
+def test_each_number_is_checked_against_its_claim_and_the_closest_variant() -> None:
+    check = check_reference(_stats(), Reference("r", "s", {"std": (0.1875, 0.125),
+                                                           "max": (0.5, 0.5)}, tolerance=0.0))
+    assert check.numbers == (
+        NumberCheck("std", "R", 0.1875, 0.25, False, "per_image_std_ddof1", 0.1875),
+        NumberCheck("std", "G", 0.125, 0.125, True, "std", 0.125),
+        NumberCheck("max", "R", 0.5, 1.0, False, "mean", 0.5),
+        NumberCheck("max", "G", 0.5, 0.5, True, "max", 0.5))
+    assert [(n.diff, n.best_diff) for n in check.numbers] == [(-0.0625, 0.0), (0.0, 0.0),
+                                                              (-0.5, 0.0), (0.0, 0.0)]
+    assert not check.passed and check.problem == ""
+
+
+def test_the_claimed_variant_wins_a_tie_and_undefined_variants_are_left_out() -> None:
+    check = check_reference(_stats(), Reference("r", "s", {"std_ddof1": (0.25, 0.1875)}))
+    assert [n.best for n in check.numbers] == ["std_ddof1", "std_ddof1"]
+    assert check.passed
+    vectors = _stats(per_image_std=None, per_image_std_ddof1=None, rms_per_image_std=None,
+                     kind="vectors")
+    check = check_reference(vectors, Reference("r", "s", {"mean": (0.125, 0.0625)}))
+    assert [(n.best, n.best_value) for n in check.numbers] == [("std", 0.25), ("std", 0.125)]
+
+
+def test_the_tolerance_is_inclusive_and_in_the_reference_s_units() -> None:
+    assert check_reference(_stats(), Reference("r", "s", {"mean": (0.75, 0.5)},
+                                               tolerance=0.25)).passed
+    assert not check_reference(_stats(), Reference("r", "s", {"mean": (0.75, 0.5)},
+                                                   tolerance=0.2499)).passed
+    in_255 = check_reference(_stats(), Reference("r", "s", {"mean": (127.5, 63.75)},
+                                                 scale=255.0, tolerance=0.0))
+    assert in_255.passed and [n.computed for n in in_255.numbers] == [127.5, 63.75]
+    raw = _stats(scale=1.0, mean=(127.5, 63.75))  # reported in pixel units
+    in_1 = check_reference(raw, Reference("r", "s", {"mean": (0.5, 0.25)}, tolerance=0.0))
+    assert in_1.passed and [n.computed for n in in_1.numbers] == [0.5, 0.25]
+    sixteen = _stats(scale=1.0, dtype="uint16", mean=(65535.0, 0.0))
+    assert [n.computed for n in check_reference(sixteen, Reference(
+        "r", "s", {"mean": (255.0, 0.0)}, scale=255.0)).numbers] == [255.0, 0.0]
+
+
+def test_references_that_cannot_be_compared_say_why() -> None:
+    wrong_count = check_reference(_stats(), Reference("r", "s", {"mean": (0.5, 0.25),
+                                                                 "std": (0.2, 0.1, 0.3)}))
+    assert (wrong_count.numbers, wrong_count.problem) == (
+        (), "std has 3 values for 2 channel(s)")
+    assert not wrong_count.passed
+    vectors = _stats(per_image_std=None)
+    reference = Reference("r", "s", {"per_image_std": (0.1, 0.1)})
+    undefined = check_reference(vectors, reference)
+    assert undefined.reference is reference and wrong_count.reference.label == "r"
+    assert (undefined.numbers, undefined.problem, undefined.passed) == (
+        (), "per_image_std is not defined for this data", False)
+
+
+def test_the_verdict_counts_the_image_count_and_deciding_references_only() -> None:
+    good, bad = Reference("g", "s", {"mean": (0.5, 0.25)}), Reference("b", "s", {"mean": (0, 0)})
+    info_bad = dataclasses.replace(bad, decides=False)
+    manifest = Manifest("t", "T", "train", "d", _spec(), (good, info_bad))
+    result = verify_stats(_stats(), manifest, ("a: md5 ok",))
+    assert result.passed and result.count_problem == "" and result.checksums == ("a: md5 ok",)
+    assert [c.reference for c in result.deciding] == [good]
+    assert [c.reference for c in result.checks] == [good, info_bad]
+    assert not verify_stats(_stats(), dataclasses.replace(manifest, references=(good, bad))
+                            ).passed
+    assert verify_stats(_stats(), dataclasses.replace(manifest, source=_spec(None))).passed
+    skipped = _stats(skipped=(Skipped("a.png", "x"), Skipped("b.png", "y")))
+    short = verify_stats(skipped, dataclasses.replace(manifest, source=_spec(4000)))
+    assert not short.passed
+    assert short.count_problem == ("the manifest expects 4,000 images; 4 were computed "
+                                   "(2 skipped)")
+    assert verify_stats(_stats(images=1234), dataclasses.replace(
+        manifest, source=_spec(1000))).count_problem == (
+        "the manifest expects 1,000 images; 1,234 were computed (0 skipped)")
+
+
+REPORT = """\
+verify toy-train (Toy train): /data/toy
+  4 images, channels R, G, uint8, mode RGB
+  checksums: 2 file(s) match
+  z.gz: not found; its extracted copy z is read instead
+  images: count as expected
+  skipped 1 input(s):
+    a.png: not an image
+
+PASS  good  (scale 1, tolerance 5e-05)
+      source: src
+      note: a note
+      claims               ch    published    computed       diff       best match (diff)
+      mean                 R           0.5         0.5  +0.00e+00 ok    mean 0.5 (+0.00e+00)
+      mean                 G          0.25        0.25  +0.00e+00 ok    mean 0.25 (+0.00e+00)
+
+FAIL  bad  (scale 1, tolerance 0.001)
+      source: src2
+      claims               ch    published    computed       diff       best match (diff)
+      std                  R        0.1875        0.25  -6.25e-02 FAIL  per_image_std_ddof1 \
+0.1875 (+0.00e+00)
+      std                  G       0.09375       0.125  -3.12e-02 FAIL  per_image_std_ddof1 \
+0.09375 (+0.00e+00)
+
+info (matches)  info  (scale 255, tolerance 0.5)
+      source: src3
+      claims               ch    published    computed       diff       best match (diff)
+      mean                 R         127.5       127.5  +0.00e+00 ok    mean 127.5 (+0.00e+00)
+      mean                 G         63.75       63.75  +0.00e+00 ok    mean 63.75 (+0.00e+00)
+
+FAIL  wrong  (scale 1, tolerance 5e-05)
+      source: src4
+      cannot compare: mean has 1 values for 2 channel(s)
+
+FAIL: 1 of 3 reference(s) of this split pass; 1 informational reference(s) shown, not deciding\
+"""
+
+
+def test_the_report_word_for_word() -> None:
+    manifest = Manifest("toy-train", "Toy", "train", "d", _spec(), (
+        Reference("good", "src", {"mean": (0.5, 0.25)}, note="a note"),
+        Reference("bad", "src2", {"std": (0.1875, 0.09375)}, tolerance=1e-3),
+        Reference("info", "src3", {"mean": (127.5, 63.75)}, scale=255.0, tolerance=0.5,
+                  decides=False),
+        Reference("wrong", "src4", {"mean": (0.5,)})))
+    stats = _stats(skipped=(Skipped("a.png", "not an image"),))
+    checksums = ("x: md5 ok", "y: md5 ok", "z.gz: not found; its extracted copy z is read "
+                 "instead")
+    assert render_verification(verify_stats(stats, manifest, checksums)) == REPORT
+
+
+def test_reports_without_deciding_references_say_what_decides() -> None:
+    plain = Manifest("toy-test", "Toy", "test", "d", _spec(None), ())
+    assert render_verification(verify_stats(_stats(), plain, ("x: md5 ok",))) == (
+        "verify toy-test (Toy test): /data/toy\n"
+        "  4 images, channels R, G, uint8, mode RGB\n"
+        "  checksums: 1 file(s) match\n\n\n"
+        "PASS: no published constants of this split to compare; checksums and the image count "
+        "decide")
+    informational = Manifest("toy-test", "Toy", "test", "d", _spec(5), (
+        Reference("info", "src3", {"mean": (0.4, 0.25)}, decides=False),))
+    assert render_verification(verify_stats(_stats(), informational, (
+        "x: md5 ok", "y.gz: md5 differs"))) == (
+        "verify toy-test (Toy test): /data/toy\n"
+        "  4 images, channels R, G, uint8, mode RGB\n"
+        "  checksums: 1 file(s) match\n"
+        "  y.gz: md5 differs\n"
+        "  images: the manifest expects 5 images; 4 were computed (0 skipped)  FAIL\n\n"
+        "info (differs)  info  (scale 1, tolerance 5e-05)\n"
+        "      source: src3\n"
+        "      claims               ch    published    computed       diff       best match "
+        "(diff)\n"
+        "      mean                 R           0.4         0.5  -1.00e-01 FAIL  mean 0.5 "
+        "(-1.00e-01)\n"
+        "      mean                 G          0.25        0.25  +0.00e+00 ok    mean 0.25 "
+        "(+0.00e+00)\n\n"
+        "FAIL: no published constants of this split to compare; the image count decides (see "
+        "the checksum line above); 1 informational reference(s) shown, not deciding")
+
+
+def test_numbers_are_printed_to_eight_significant_digits() -> None:
+    manifest = Manifest("toy-test", "Toy", "test", "d", _spec(), (
+        Reference("third", "s", {"mean": (0.3333, 0.25), "max": (0.33, 0.5)},
+                  tolerance=1e-4),))
+    text = render_verification(verify_stats(_stats(mean=(1 / 3, 0.25)), manifest))
+    assert text.splitlines()[7:] == [
+        "      mean                 R        0.3333  0.33333333  -3.33e-05 ok    mean "
+        "0.33333333 (-3.33e-05)",
+        "      mean                 G          0.25        0.25  +0.00e+00 ok    mean 0.25 "
+        "(+0.00e+00)",
+        "      max                  R          0.33           1  -6.70e-01 FAIL  mean "
+        "0.33333333 (-3.33e-03)",
+        "      max                  G           0.5         0.5  +0.00e+00 ok    max 0.5 "
+        "(+0.00e+00)",
+        "",
+        "FAIL: 0 of 1 reference(s) of this split pass"]
+    assert text.splitlines()[2] == "  images: count as expected"

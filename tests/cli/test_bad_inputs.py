@@ -123,8 +123,8 @@ CASES = [
     (["cache", "bogus"], 2, "No such command"),
     # condition
     (["condition", "{w}/missing"], 2, "does not exist"),
-    (["condition", "{w}/images"], 1, "a folder without zarr array metadata"),
-    (["condition", "{w}/stack.npy"], 1, "needs vector data (N, d)"),
+    (["condition", "{w}/empty"], 1, "empty: no usable image"),  # images: the channels'
+    (["condition", "{w}/notes.txt"], 1, "cannot tell the dataset format"),
 ]
 
 EXTRAS_MISSING = [

@@ -89,3 +89,44 @@ def test_percentiles(array_file):
 def test_percentiles_and_sample_exclude_each_other(array_file):
     result = CliRunner().invoke(main, ["compute", array_file, "--percentiles", "--sample", "5"])
     assert result.exit_code != 0 and "--percentiles" in result.output
+
+
+def test_mean_image_files_hold_what_the_library_computes(tmp_path, png_folder):
+    root, _ = png_folder
+    mean, std = tmp_path / "mean.npy", tmp_path / "std"  # any name: written as given
+    result = CliRunner().invoke(main, ["compute", str(root), "--resize", "4", "--center-crop",
+                                       "4", "--mean-image", str(mean), "--mean-image-std",
+                                       str(std), "--workers", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    library = normstats.compute(root, resize=4, center_crop=4, mean_image_std=True,
+                                workers=1, cache=False)
+    assert np.array_equal(np.load(mean), library.mean_image)
+    assert np.array_equal(np.load(std), library.mean_image_std)
+    assert "every image is decoded" in result.stderr  # the cache cannot answer it
+    assert "mean image 4×4×3 float64" in result.stderr and "R, G, B" in result.stderr
+    assert json.loads(result.stdout)["mean_image"] == library.mean_image.tolist()
+    again = CliRunner().invoke(main, ["compute", str(root), "--resize", "4", "--center-crop",
+                                      "4", "--mean-image", str(mean)])
+    assert again.exit_code == 1 and "exists; choose a new name or pass --overwrite" \
+        in again.output
+    replaced = CliRunner().invoke(main, ["compute", str(root), "--resize", "4",
+                                         "--center-crop", "4", "--mean-image", str(mean),
+                                         "--overwrite", "--no-cache"])
+    assert replaced.exit_code == 0 and "every image is decoded" not in replaced.stderr
+
+
+def test_mean_image_of_two_sizes_is_one_line(tmp_path, png_folder):
+    root, _ = png_folder  # images of three sizes
+    result = CliRunner().invoke(main, ["compute", str(root), "--mean-image",
+                                       str(tmp_path / "m.npy")])
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 2  # the cache note, then the error
+    assert "the mean image needs images of one size" in result.output
+    assert not (tmp_path / "m.npy").exists()
+
+
+@pytest.mark.parametrize("args", [["--sample", "10"], ["--verify-cache", "2"]])
+def test_mean_image_with_what_it_cannot_go_with_is_a_usage_error(array_file, tmp_path, args):
+    result = CliRunner().invoke(main, ["compute", array_file, "--mean-image-std",
+                                       str(tmp_path / "s.npy"), *args])
+    assert result.exit_code == 2 and "--mean-image" in result.output

@@ -181,7 +181,7 @@ def test_a_scheduler_address_of_another_service_says_so(tmp_path, reply, answere
 
 def test_file_url_is_the_local_folder(folder):
     assert isinstance(open_source(f"file://{folder}"), FolderSource)
-    with pytest.raises(normstats.NormstatsError, match="not a folder"):
+    with pytest.raises(normstats.NormstatsError, match="no such file or folder"):
         open_source("memory://no-such-folder")
 
 
@@ -200,6 +200,36 @@ def test_cluster_run_is_bit_identical_to_the_local_run(client, cluster, folder, 
     assert (first.images_decoded, again.images_cached, again.images_decoded) == (IMAGES,
                                                                                IMAGES, 0)
     assert numbers(first) == numbers(again) == expected
+
+
+def test_the_mean_image_on_the_cluster_is_the_local_one(client, tmp_path):
+    """Folder tasks on the workers send their per-position totals back with their
+    records; a Dask array's mean image is a reduction on the cluster."""
+    import dask.array as da
+
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, (30, 6, 4, 3), dtype=np.uint8)
+    folder = tmp_path / "same-size"
+    folder.mkdir()
+    for i, image in enumerate(pixels):
+        Image.fromarray(image).save(folder / f"{i:02d}.png")
+    expected = local(folder, mean_image_std=True)
+    for data in (folder, da.from_array(pixels, chunks=(7, 3, 4, 3))):
+        found = normstats.compute(data, scheduler=client, task_size=4, mean_image_std=True)
+        assert np.array_equal(found.mean_image, expected.mean_image)
+        assert np.array_equal(found.mean_image_std, expected.mean_image_std)
+
+
+def test_the_covariance_on_the_cluster_is_the_local_one(client, folder, tmp_path):
+    """Workers make the cross sums the client's run asked for (a worker does not share the
+    client's context): the cluster's covariance is the local run's, bit for bit, also
+    when the cache (written by the client) answers a run that asks for it again."""
+    expected = local(folder, covariance=True)
+    found = normstats.compute(folder, scheduler=client, task_size=7, cache=tmp_path / "c",
+                              covariance=True)
+    again = local(folder, cache=tmp_path / "c", covariance=True)
+    assert found.covariance == again.covariance == expected.covariance is not None
+    assert found.correlation == expected.correlation and again.images_decoded == 0
 
 
 def test_cli_scheduler_address_and_scheduler_file(cluster, folder):

@@ -1,4 +1,5 @@
-"""Fuzz target: the TIFF directory reader (normstats/sources/decoding/tiff_header.py).
+"""Fuzz target: the TIFF directory reader (normstats/sources/decoding/tiff_header.py) and
+the raster path behind it (normstats/sources/decoding/raster.py).
 
 When Pillow cannot identify a TIFF, the reader looks at the first IFD of the untrusted
 bytes (its offset, entry count, and the offsets and counts of three tags) to say what
@@ -7,22 +8,34 @@ read the samples and bits Pillow reports; on hand-written layouts Pillow cannot 
 ones written; and on any of them damaged (bit flips, cuts, offsets and counts set near
 the file's end or 2**32) it must answer a layout within its bounds or None, never raise;
 the reason and the whole decode stay one line or an `UnreadableInputError`.
+
+Rasters as tifffile writes them (any sample type, 2 to 13 bands, planar or interleaved,
+tiled or striped, each codec, BigTIFF, nodata tags good and bad), damaged the same way,
+decode under ``keep`` to pixels within the pixel and byte limits or are refused in one
+line, and tifffile is never asked to allocate more than those limits allow (the declared
+size is checked before it reads a byte of pixel data).
 """
 
 from __future__ import annotations
 
 import io
+import math
 import struct
+from unittest import mock
 
 import pytest
 from fuzz.fuzzing import fuzz_settings, regression_inputs
 from hypothesis import event, given
 from hypothesis import strategies as st
+import numpy as np
+import tifffile
 from PIL import Image
+from raster_files import raster_bytes
 from sources.decoding.test_decode import tiff_bytes
 
 from normstats.errors import UnreadableInputError
 from normstats.sources.decoding.decode import decode_bytes
+from normstats.sources.decoding.file_read import BYTES_PER_PIXEL
 from normstats.sources.decoding.pillow_pixels import unidentified_reason
 from normstats.sources.decoding.policy import DecodePolicy
 from normstats.sources.decoding.tiff_header import MAX_VALUES, tiff_layout
@@ -119,6 +132,73 @@ def test_arbitrary_bytes_after_the_signature(tail):
         check(signature + tail)
 
 
+#: The raster path's limits in the fuzz cases: a few thousand pixels, 8 bytes each.
+RASTER_POLICY = DecodePolicy("keep", max_pixels=4096)
+
+raster_seeds = st.tuples(
+    st.sampled_from(("uint8", "uint16", "int16", "int32", "float32", "float64")),
+    st.sampled_from((2, 5, 13)), st.booleans(), st.booleans(),
+    st.sampled_from((None, "deflate", "lzw", "zstd")), st.booleans(),
+    st.sampled_from((None, "0", "nan", "x"))).map(
+    lambda t: raster_bytes(np.arange(16 * 16 * t[1]).reshape(16, 16, t[1]).astype(t[0]),
+                           planar=t[2], tiled=t[3], compression=t[4], bigtiff=t[5],
+                           nodata=t[6]))
+
+
+def check_raster(data: bytes) -> str:
+    """A damaged raster decodes to pixels within the limits, or is refused in one line;
+    tifffile allocates nothing larger than the limits allow."""
+    budget = BYTES_PER_PIXEL * RASTER_POLICY.max_pixels
+    allocate = tifffile.TiffPage.asarray
+
+    def guarded(page, *args, **kwargs):
+        declared = math.prod(page.shape) * np.dtype(page.dtype).itemsize
+        if declared > budget:  # pytest.fail: a BaseException, which no decoder catches
+            pytest.fail(f"tifffile asked to allocate {declared:,} bytes")
+        return allocate(page, *args, **kwargs)
+
+    with mock.patch.object(tifffile.TiffPage, "asarray", guarded):
+        try:
+            image = decode_bytes(data, "r.tif", RASTER_POLICY)
+        except UnreadableInputError as error:
+            assert "\n" not in str(error)
+            return "refused"
+    height, width, bands = image.pixels.shape
+    assert height * width <= RASTER_POLICY.max_pixels and image.pixels.nbytes <= budget
+    assert image.pixels.dtype.kind in "iuf" and len(image.channel_names) == bands
+    return "read"
+
+
+def resized(data: bytes, width: int, height: int) -> bytes:
+    """The raster with the ImageWidth and ImageLength of its first directory rewritten (as
+    LONG values; BigTIFF entries too): the size tifffile would allocate for."""
+    raw = bytearray(data)
+    order = "<" if raw[:2] == b"II" else ">"
+    big = raw[2:4] in (b"+\x00", b"\x00+")
+    start = struct.unpack_from(order + ("Q" if big else "I"), raw, 8 if big else 4)[0]
+    count = struct.unpack_from(order + ("Q" if big else "H"), raw, start)[0]
+    size, first = (20, start + 8) if big else (12, start + 2)
+    for entry in range(first, first + size * min(count, 64), size):
+        if entry + size > len(raw):
+            break
+        tag = struct.unpack_from(order + "H", raw, entry)[0]
+        if tag in (256, 257):
+            value = width if tag == 256 else height
+            struct.pack_into(order + "HQQ" if big else order + "HII", raw, entry + 2, 4, 1,
+                             value)
+    return bytes(raw)
+
+
+@fuzz_settings(200)
+@given(raster_seeds, edits, st.none() | st.tuples(st.sampled_from(EDGES + [64, 4096, 10**5]),
+                                                  st.sampled_from(EDGES + [64, 4096, 10**5])))
+def test_damaged_rasters_decode_within_the_limits_or_are_refused(data, changes, size):
+    if size is not None:
+        data = resized(data, *size)
+    event(check_raster(edited(data, changes)))
+
+
 @pytest.mark.parametrize("path", regression_inputs("tiff_header"), ids=lambda p: p.name)
 def test_saved_regressions(path):
     check(path.read_bytes())
+    check_raster(path.read_bytes())

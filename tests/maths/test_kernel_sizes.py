@@ -23,12 +23,14 @@ import pytest
 
 from normstats.maths import _moments
 
-# Run in the child, with ``m`` the statistics kernels, ``p`` the PNG chunk walk, ``out(n)``
+# Run in the child, with ``m`` the statistics kernels, ``x`` the cross sums (covariance),
+# ``p`` the PNG chunk walk, ``out(n)``
 # the four outputs of n cells (sums, squares, lows, highs), SIG the PNG signature and IHDR
 # a plain header chunk, CRC right (the walk reads on past it).
 CHILD = """
 import json, struct, sys, zlib
 from normstats.maths import _moments as m
+from normstats.maths import _cross as x
 from normstats.sources.decoding import _png_chunks as p
 SIG = b"\\x89PNG\\r\\n\\x1a\\n"
 HEAD = b"IHDR" + struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)  # 1x1 grey: plain
@@ -124,6 +126,35 @@ BINS = {
                                    "bytearray(16384)))(bytearray(16384))", "ValueError",
                                    "bits and low_sums share memory"),
 }
+CROSS = {
+    "cross: 2**62 images of 3 channels (outputs wrap)":
+        ('x.cross(b"", 2**62, 3, bytearray(0))', "OverflowError",
+         f"4611686018427387904 images of 3 channels: {TOO_MANY}"),
+    "cross: count * pairs * 8 wrapping": ('x.cross(b"", 2**61, 2, bytearray(0))',
+                                          "OverflowError", TOO_MANY),
+    "cross: a negative count": ('x.cross(b"", -1, 3, bytearray(0))', "ValueError",
+                                "count must be >= 0"),
+    "cross: 129 channels": ("x.cross(bytes(258), 2, 129, bytearray(8 * 2 * 8256))",
+                            "ValueError", "channels in 1..128"),
+    "cross: rows not whole pixels": ("x.cross(bytes(14), 2, 3, bytearray(48))", "ValueError",
+                                     "whole number of pixels"),
+    "cross: images shorter than their rows": ("x.cross(bytes(11), 2, 3, bytearray(48))",
+                                              "ValueError", "rows of equal size"),
+    "cross: sums a byte short": ("x.cross(bytes(12), 2, 3, bytearray(47))", "ValueError",
+                                 "sums holds 47 bytes"),
+    "cross: sums unaligned": ("x.cross(bytes(12), 2, 3, memoryview(bytearray(49))[1:])",
+                              "ValueError", "sums holds 48 bytes (aligned: 0)"),
+    "cross: sums inside the images": ("(lambda b: x.cross(memoryview(b)[:12], 2, 3, "
+                                      "memoryview(b)[8:56]))(bytearray(64))", "ValueError",
+                                      "images and sums share memory"),
+    "cross: a read-only output": ("x.cross(bytes(12), 2, 3, bytes(48))", "TypeError",
+                                  "read-write"),
+    "cross: two images (the control)": ("x.cross(bytes(12), 2, 3, bytearray(48))", "returned",
+                                        "None"),
+    "cross: images of no pixels": ('x.cross(b"", 2, 3, bytearray(48))', "returned", "None"),
+    "cross: one channel, no pair": ("x.cross(bytes(4), 2, 1, bytearray(0))", "returned",
+                                    "None"),
+}
 PNG = {  # the walk reads its sizes from the bytes: lengths near 2**32 must not wrap a sum
     "a first chunk of length 2**32 - 1": (r'p.plain_layout(SIG + b"\xff\xff\xff\xffIHDR" + '
                                           "bytes(30))", "returned", "None"),
@@ -141,7 +172,7 @@ PNG = {  # the walk reads its sizes from the bytes: lengths near 2**32 must not 
     "a CRC over bytes not contiguous": ("p.crc32(memoryview(bytes(8))[::2])", "BufferError",
                                         "not C-contiguous"),
 }
-CASES = {**MOMENTS, **BINS, **PNG}
+CASES = {**MOMENTS, **BINS, **CROSS, **PNG}
 
 
 @pytest.fixture(scope="module")

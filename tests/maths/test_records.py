@@ -117,7 +117,7 @@ def test_records_keep_keys_names_and_counts_of_every_kind():
         assert (records.keys, records.channel_names, records.dtype) == \
             (("a", "b"), ("x", "y"), dtype)
         assert records.pixels.dtype == np.int64 and records.pixels.tolist() == [15, 15]
-        assert records.signature[1:] == (dtype, ("x", "y"))
+        assert records.signature[1:] == (dtype, ("x", "y"), False)
     assert records_from_stack(np.ones((1, 1, 1, 3), np.uint8)).channel_names == \
         ("c0", "c1", "c2")
     assert records_from_stack(np.ones((1, 1, 1, 1), np.uint8)).channel_names == ("L",)
@@ -184,3 +184,26 @@ def test_a_variance_whose_exact_numerator_passes_int64_is_still_exact():
     assert variance.tolist() == [[65535**2 / 4]]
     assert records_from_stack(image).image_variance(1).tolist() == \
         [[float(Fraction(65535**2 * 160_000, 4 * 159_999))]]
+
+
+def test_batches_that_name_their_images_and_batches_that_do_not_are_not_mixed():
+    """Every image of a batch has a key, or none has: a mix would leave fewer keys than
+    rows, and the reports that name images by row (outliers, per-folder statistics)
+    would name the wrong ones."""
+    from normstats.errors import IncompatibleImagesError
+    from normstats.maths.records import concat_records, records_from_stack
+
+    stack = np.arange(2 * 1 * 2 * 1, dtype=np.uint8).reshape(2, 1, 2, 1)
+    named = records_from_stack(stack, keys=("a/1.png", "a/2.png"))
+    unnamed = records_from_stack(stack)
+    for parts in ([named, unnamed], [unnamed, named]):
+        with pytest.raises(IncompatibleImagesError) as caught:
+            concat_records(parts)
+        assert str(caught.value) == (
+            "record batches cannot be joined: 2 image(s) have keys (a/1.png, ...) and 2 have "
+            "none; name every image or none")
+    empty = named.take(np.array([], dtype=np.int64))
+    assert concat_records([named, empty, named]).keys == named.keys * 2
+    joined = concat_records([empty, unnamed])
+    assert joined.keys == () and len(joined) == 2
+    assert concat_records([unnamed, unnamed]).keys == ()

@@ -167,6 +167,8 @@ def test_float32_float16_and_bool_vectors():
     flags = summarize_vectors(np.array([[True, False], [True, True]]))
     assert flags.finalize(1.0)["mean"] == (1.0, 0.5)
     assert flags.finalize(1.0)["variance"] == (0.0, 0.25)
+    assert flags.dtype == "bool"  # summed as 0/1, reported as what the user gave
+    assert flags.merge(summarize_vectors(np.array([[False, True]]))).dtype == "bool"
 
 
 def test_summaries_of_rows_merge_and_refuse_other_widths():

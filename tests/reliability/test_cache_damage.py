@@ -144,8 +144,8 @@ def _damage(target: Path, how: str) -> None:
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("what, how", [
-    ("sums/c/0/0", "dev_zero"), ("sums/c/0/0", "fifo"), ("sums/c/0/0", "oversized"),
-    ("pixels/c/0", "fifo"), ("sums/zarr.json", "dev_zero"), ("marker", "fifo"),
+    ("sums/c.0.0", "dev_zero"), ("sums/c.0.0", "fifo"), ("sums/c.0.0", "oversized"),
+    ("pixels/c.0", "fifo"), ("sums/zarr.json", "dev_zero"), ("marker", "fifo"),
     ("marker", "oversized")])
 def test_a_cache_file_that_is_not_what_it_claims_is_refused_unread(tmp_path, rng, what, how):
     root, cache = tmp_path / "data", tmp_path / "cache"

@@ -212,5 +212,6 @@ def test_pillows_bare_warnings_and_log_lines_never_reach_stderr(tmp_path, schedu
     stats = DatasetStats.from_dict(json.loads(run.stdout))
     assert_matches_oracle(stats, [expected], 255)
     assert [(s.path, s.reason) for s in stats.skipped] == [
-        ("seven.tif", "a TIFF Pillow cannot decode (7 samples per pixel, 8-bit unsigned "
-                      "integer); normstats reads TIFFs only through Pillow today")]
+        ("seven.tif", "TIFF raster (7 samples per pixel, 8-bit unsigned integer): the RGB "
+                      "policy converts colour images and would drop bands or clip them; use "
+                      "--mode keep to compute its bands")]

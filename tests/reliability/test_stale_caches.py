@@ -18,7 +18,7 @@ from PIL import Image
 
 import normstats
 import normstats.sources.found_files as found_files_module
-from normstats.engine import cache as cache_module
+from normstats.engine.cache import store as cache_module
 from normstats_cli import main
 
 

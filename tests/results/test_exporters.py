@@ -4,7 +4,9 @@ written out in full says what its numbers are."""
 from __future__ import annotations
 
 import ast
+import csv
 import dataclasses
+import io
 import json
 
 import numpy as np
@@ -12,7 +14,13 @@ import pytest
 
 import normstats
 from normstats.errors import InvalidOptionError
-from normstats.results.exporters import FORMATS, constants, export, export_kwargs
+from normstats.results.exporters import (
+    COVARIANCE_FORMATS,
+    FORMATS,
+    constants,
+    export,
+    export_kwargs,
+)
 from normstats.results.stats import DatasetStats
 
 
@@ -38,6 +46,17 @@ def _assignments(text: str) -> dict:
         assert isinstance(node, ast.Assign)
         out[ast.unparse(node.targets[0])] = node.value
     return out
+
+
+def _tensor_arguments(text: str) -> dict:
+    """``name = torch.tensor(values)`` assignments, or ``name=torch.tensor(values)`` keywords
+    of the call: name → values."""
+    tree = ast.parse(text)
+    pairs = [(ast.unparse(n.targets[0]), n.value) for n in tree.body if isinstance(n, ast.Assign)
+             and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "torch.tensor"]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.keywords]
+    pairs += [(k.arg, k.value) for call in calls for k in call.keywords]
+    return {name: ast.literal_eval(value.args[0]) for name, value in pairs}
 
 
 def _comment(text: str) -> str:
@@ -133,7 +152,8 @@ def test_bgr_hf_format(stats):
 def test_every_code_format_names_the_variant(stats):
     """JSON has no comments: the hf fragment's variant is said on stderr by the command line
     (tests/cli/test_outputs.py)."""
-    for fmt in set(FORMATS) - {"hf"}:
+    # hf and the band tables are JSON or CSV, without comments; the covariance ones have no std
+    for fmt in set(FORMATS) - {"hf", "bands-json", "bands-csv", *COVARIANCE_FORMATS}:
         assert "rms_per_image_std" in stats.to(fmt, variant="rms_per_image_std")
 
 
@@ -230,15 +250,18 @@ def test_constants_keep_the_source_and_refuse_bgr_without_three_channels():
     with pytest.raises(InvalidOptionError) as raised:
         export(STATS, "onnx")
     assert str(raised.value) == ("unknown export format 'onnx'; choose one of torchvision, "
-                                 "timm, albumentations, keras, hf, mmcv, detectron2")
+                                 "timm, albumentations, keras, hf, mmcv, detectron2, lighting, "
+                                 "zca, torchgeo, kornia, bands-json, bands-csv")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_kwargs_are_the_arguments_the_code_passes(fmt):
     """`to_kwargs` and `to` come from one dict: the code's literal arguments are the dict."""
-    kwargs = STATS.to_kwargs(fmt)
-    assert kwargs == export_kwargs(STATS, fmt)
-    text = STATS.to(fmt)
+    stats = dataclasses.replace(STATS, covariance=((4.0, 1.0, 0.0), (1.0, 2.0, 0.5),
+                                                   (0.0, 0.5, 1.0)))
+    kwargs = stats.to_kwargs(fmt)
+    assert kwargs == export_kwargs(stats, fmt)
+    text = stats.to(fmt)
     if fmt == "hf":
         assert json.loads(text) == kwargs
     elif fmt == "timm":
@@ -249,6 +272,15 @@ def test_kwargs_are_the_arguments_the_code_passes(fmt):
     elif fmt == "mmcv":
         value = _assignments(text)["img_norm_cfg"]
         assert {k.arg: ast.literal_eval(k.value) for k in value.keywords} == kwargs
+    elif fmt in ("torchgeo", "kornia"):  # torch.tensor([...]) of each
+        calls = _tensor_arguments(text)
+        assert calls == {k: list(v) for k, v in kwargs.items()}
+    elif fmt == "bands-json":
+        assert json.loads(text) == kwargs["bands"]
+    elif fmt == "bands-csv":
+        rows = list(csv.DictReader(io.StringIO(text)))
+        assert [{k: v if k == "band" else (float(v) if v else None) for k, v in row.items()}
+                for row in rows] == kwargs["bands"]
     else:
         assert _call_keywords(text) == kwargs
 

@@ -166,3 +166,70 @@ def test_every_variant_of_images_of_several_sizes_against_the_exact_oracle(rng, 
     else:  # float images: within 1e-12 of the exact value
         for name, values in exact_stats(images, expected_scale).items():
             assert getattr(stats, name) == pytest.approx(values, rel=1e-12, abs=0), name
+
+
+def _sampled(half_width: dict[str, tuple[float, ...]]) -> DatasetStats:
+    from normstats.results.findings import Estimate
+
+    stats = DatasetStats.from_summary(summary_of(np.array(
+        [[[[0, 255], [64, 0]]], [[[128, 255], [255, 0]]]], np.uint8)), scale=1.0)
+    return dataclasses.replace(stats, estimate=Estimate(half_width, 2, 10, 1))
+
+
+def test_an_interval_is_each_value_plus_and_minus_its_half_width():
+    stats = _sampled({"mean": (0.5, 1.5), "std": (2.0, 0.25),
+                      "per_image_std_ddof1": (1.0, 0.0)})
+    assert stats.mean == (111.75, 127.5) and stats.std[1] == 127.5
+    assert stats.interval("mean") == ((111.25, 112.25), (126.0, 129.0))
+    assert stats.interval("std") == ((stats.std[0] - 2.0, stats.std[0] + 2.0),
+                                     (127.25, 127.75))
+    ddof1 = stats.per_image_std_ddof1
+    assert stats.interval("per_image_std_ddof1") == ((ddof1[0] - 1.0, ddof1[0] + 1.0),
+                                                     (ddof1[1], ddof1[1]))
+
+
+def test_intervals_are_refused_where_there_is_none():
+    stats = _sampled({"mean": (0.5, 1.5), "std": (2.0, 0.25)})
+    with pytest.raises(InvalidOptionError) as caught:
+        stats.interval("min")
+    assert str(caught.value) == "no interval for 'min'; there are intervals for mean, std"
+    with pytest.raises(InvalidOptionError) as caught:
+        dataclasses.replace(stats, estimate=None).interval("mean")
+    assert str(caught.value) == ("only a sampled result (sample= or precision=) has "
+                                 "confidence intervals")
+
+
+def test_what_a_run_found_is_in_the_dict_and_comes_back():
+    from normstats.results.findings import Estimate, Outlier, OutlierReport
+
+    base = DatasetStats.from_summary(summary_of(np.zeros((1, 2, 2, 1), np.uint8)))
+    folder = DatasetStats.from_summary(summary_of(np.full((1, 1, 2, 1), 51, np.uint8)),
+                                       source="a")
+    report = OutlierReport((Outlier("a/1.png", ("blank: every pixel is 0",), (0.0,), (0.0,)),),
+                           5.0, "grayscale check off: the channels are c0, not R, G, B")
+    found = dataclasses.replace(
+        base, estimate=Estimate({"mean": (0.25,)}, 1, 4, 7, requested=9),
+        percentiles={"p0.5": (0.0,), "p99.5": (0.2,)}, by_folder={"a": folder, ".": base},
+        outliers=report)
+    data = found.to_dict()
+    assert data["estimate"] == {"sampled": 1, "population": 4, "seed": 7, "level": 0.95,
+                                "requested": 9, "half_width": {"mean": [0.25]}}
+    assert data["percentiles"] == {"p0.5": [0.0], "p99.5": [0.2]}
+    assert data["by_folder"] == {"a": folder.to_dict(), ".": base.to_dict()}
+    assert list(data["by_folder"]) == ["a", "."]
+    assert data["outliers"] == report.to_dict()
+    back = DatasetStats.from_json(found.to_json())
+    assert back == found and back.estimate == found.estimate
+    assert back.percentiles == {"p0.5": (0.0,), "p99.5": (0.2,)}
+    assert type(back.percentiles["p0.5"]) is tuple
+    assert back.by_folder == {"a": folder, ".": base} and back.by_folder["a"].source == "a"
+    assert type(back.by_folder["a"]) is DatasetStats and back.outliers == report
+    plain = base.to_dict()
+    assert [plain[k] for k in ("estimate", "percentiles", "by_folder", "outliers")] == \
+        [None] * 4
+    again = DatasetStats.from_dict(plain)
+    assert (again.estimate, again.percentiles, again.by_folder, again.outliers) == \
+        (None, None, None, None)
+    older = {k: v for k, v in plain.items()
+             if k not in ("estimate", "percentiles", "by_folder", "outliers")}
+    assert DatasetStats.from_dict(older) == base  # written before these fields existed

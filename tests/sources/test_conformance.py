@@ -27,7 +27,7 @@ RGB = fw.images(1, 12, 32, 32, 3)
 GRAY = fw.images(2, 12, 28, 28, 1)[..., 0]
 
 
-def _build(kind: str, tmp: Path) -> tuple[str | np.ndarray, np.ndarray]:
+def _build(kind: str, tmp: Path) -> tuple[object, np.ndarray]:
     """The data argument of each source, and the NHWC pixels it must give."""
     builders = {
         "array": lambda: (RGB, RGB),
@@ -45,8 +45,20 @@ def _build(kind: str, tmp: Path) -> tuple[str | np.ndarray, np.ndarray]:
         "tar.gz": lambda: (str(fw.write_tar(tmp / "shard-000000.tar.gz", RGB, True)), RGB),
         "npz": lambda: (str(fw.write_npz(tmp / "d.npz", RGB)), RGB),
         "npz-compressed": lambda: (str(fw.write_npz(tmp / "d.npz", RGB, True)), RGB),
+        "arrow": lambda: (str(fw.write_arrow(tmp / "data-00000-of-00001.arrow", RGB)), RGB),
+        "hf-dataset": lambda: (fw.hf_dataset(RGB), RGB),
+        "hf-mapped": lambda: (_hf_saved(tmp, loaded=True), RGB),
+        "hf-saved": lambda: (_hf_saved(tmp, loaded=False), RGB),
     }
     return builders[kind]()
+
+
+def _hf_saved(tmp: Path, loaded: bool) -> object:
+    """A ``save_to_disk`` folder, or the memory-mapped dataset ``load_from_disk`` gives."""
+    import datasets
+
+    fw.hf_dataset(RGB).save_to_disk(tmp / "saved")
+    return datasets.load_from_disk(tmp / "saved") if loaded else str(tmp / "saved")
 
 
 def _zarr(path: Path) -> str:
@@ -56,7 +68,8 @@ def _zarr(path: Path) -> str:
 
 
 KINDS = ("array", "npy", "zarr", "folder", "idx", "idx.gz", "cifar10-bin", "cifar100-bin",
-         "cifar-python", "tar", "tar.gz", "npz", "npz-compressed")
+         "cifar-python", "tar", "tar.gz", "npz", "npz-compressed", "arrow", "hf-dataset",
+         "hf-mapped", "hf-saved")
 
 
 def _numbers(stats: DatasetStats) -> DatasetStats:

@@ -97,3 +97,23 @@ def test_empty_list():
 def test_from_columns_rejects_mismatched_columns():
     with pytest.raises(ValueError, match="one offset more"):
         FileList.from_columns(["a", "b"], [1], [1, 2])
+
+
+@pytest.mark.parametrize("paths", [["a", "", "é/x", "b\udcff", "zz", "q"], ["only"], [],
+                                   ["", ""], ["with\0nul", "b"]])
+def test_paths_joined_and_decoded_at_once_are_each_path(monkeypatch, paths):
+    """Paths are joined a run at a time (here three) and decoded in one call; a path holding
+    the separator itself is decoded one by one."""
+    monkeypatch.setattr(file_list, "_JOIN_CHUNK", 3)
+    files = FileList.from_columns(paths, range(len(paths)), [0] * len(paths))
+    for part in (files, files[1:], files[:-1]):
+        listed = [f.path for f in part]
+        assert part.paths() == listed
+        assert part.joined_paths().tobytes() == b"\0".join(
+            p.encode("utf-8", "surrogatepass") for p in listed)
+
+
+def test_taking_files_in_order_or_not_gives_those_files():
+    files = FileList.from_columns([f"{i}/é{i}.png" for i in range(9)], range(9), range(9))[2:]
+    for rows in ([0, 2, 3, 6], [6, 0, 3], [4], [0, 1, 2, 3, 4, 5, 6]):
+        assert list(files.take(rows)) == [files[r] for r in rows]

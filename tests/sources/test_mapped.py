@@ -134,10 +134,11 @@ def test_a_data_loader_is_read_as_batches_of_to_tensor_floats(cifar):
     np.testing.assert_allclose(stats.mean, exact.mean, rtol=1e-6)  # ToTensor's [0, 1] units
 
 
-def test_a_list_of_batches_is_a_clear_error_pointing_at_the_data_loader():
+def test_a_list_of_batches_is_a_clear_error_unless_batched_says_so():
     batches = [np.zeros((4, 3, 8, 8), np.uint8)] * 2
-    with pytest.raises(normstats.NormstatsError, match="looks like a batch.*DataLoader"):
+    with pytest.raises(normstats.NormstatsError, match="is a batch of images.*batched=True"):
         normstats.compute(batches, on_error="fail")
+    assert normstats.compute(batches, batched=True).images == 8
 
 
 def test_a_failing_item_is_skipped_with_its_reason_or_fatal(cifar):
@@ -231,3 +232,14 @@ def test_an_image_folder_that_overrides_getitem_or_its_loader_is_read_by_item(ph
     assert normstats.compute(Cropped(photo_folder)).pixels_per_channel == 30 * 64
     assert "decoded directly" not in normstats.compute(ImageFolder(photo_folder),
                                                        mode="L").source
+
+
+def test_an_item_whose_layout_the_shape_cannot_tell_stops_the_run(rng):
+    """How to read items is the caller's to say: never a reason to leave some out."""
+    items = [rng.integers(0, 256, (8, 6, 3), dtype=np.uint8) for _ in range(5)]
+    items.append(rng.integers(0, 256, (3, 2, 3), dtype=np.uint8))
+    with pytest.raises(normstats.InvalidOptionError,
+                       match=r"item 5: cannot tell the channel axis.*layout='HWC' or 'CHW'"):
+        normstats.compute(items, workers=2)
+    stats = normstats.compute(items, layout="HWC", workers=2)
+    assert stats.images == 6 and stats.skipped == ()

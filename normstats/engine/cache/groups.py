@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normstats.engine.cache.segment import MARKER_LIMIT, read_cache_json
-from normstats.engine.cache.store import read_group_marker
+from normstats.engine.cache.store import dataset_root, read_group_marker
 
 __all__ = ["GroupInfo", "group_info", "find_groups"]
 
@@ -88,6 +88,6 @@ def find_groups(cache_dir: Path, target: str | None = None) -> list[GroupInfo]:
     groups = [info for info in map(group_info, folders) if info is not None]
     if target is None:
         return groups
-    named = os.path.realpath(target)
+    named = dataset_root(target)
     own = [g for g in groups if os.path.realpath(g.path) == named]
     return own or [g for g in groups if g.root == named]

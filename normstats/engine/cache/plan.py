@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import repeat
 
 import numpy as np
 
@@ -89,6 +91,8 @@ class CachePlan:
         Files to decode, in walk order.
     stale : int
         Committed rows and failures that nothing reuses (changed, deleted or duplicate).
+    listed : tuple of numpy.ndarray
+        Per entry of ``reuse``, the row of the listed file each reused row answers.
     """
 
     reuse: tuple[tuple[str, np.ndarray], ...] = ()
@@ -96,6 +100,7 @@ class CachePlan:
     compute: FileList = field(default_factory=lambda: FileList.of(()))
     stale: int = 0
     segments_used: frozenset[str] = field(default_factory=frozenset)
+    listed: tuple[np.ndarray, ...] = ()
 
     @property
     def cached(self) -> int:
@@ -121,39 +126,85 @@ def plan(files: Sequence[FileEntry], segments: Sequence[SegmentIndex],
     (['b.png', 'c.png'], 1, 1)
     """
     files = FileList.of(files)
-    paths = files.paths()
-    keys = zip(files.sizes.tolist(), files.mtimes.tolist(), files.stamps.tolist())
-    wanted = dict(zip(paths, keys))
-    for path in distrust:
-        wanted.pop(path, None)
-    taken: set[str] = set()
-    reuse: list[tuple[str, np.ndarray]] = []
+    listed = _Listing(files, distrust)
+    reuse: list[tuple[str, np.ndarray, np.ndarray]] = []
     failures: list[CachedFailure] = []
     for segment in sorted(segments, key=lambda s: s.name, reverse=True):
-        rows = _matching_rows(segment, wanted, taken)
-        if rows:
-            reuse.append((segment.name, np.asarray(rows, dtype=np.int64)))
-        for failure in segment.failures:
-            if failure.path not in taken and \
-                    wanted.get(failure.path) == failure.key:
-                taken.add(failure.path)
-                failures.append(failure)
-    compute = files.take([row for row, path in enumerate(paths) if path not in taken])
-    stale = sum(s.entries for s in segments) - len(taken)
-    used = frozenset(name for name, _ in reuse) | _failure_segments(segments, failures)
-    return CachePlan(tuple(sorted(reuse, key=lambda r: r[0])),
-                     tuple(sorted(failures, key=lambda f: f.path)), compute, stale, used)
+        rows, answered = listed.take_matching(segment)
+        if len(rows):
+            reuse.append((segment.name, rows, answered))
+        failures += [f for f in segment.failures if listed.take_failure(f)]
+    compute = files.take(np.flatnonzero(~listed.taken)) if listed.taken.any() else files
+    stale = sum(s.entries for s in segments) - int(listed.taken.sum())
+    used = frozenset(name for name, _, _ in reuse) | _failure_segments(segments, failures)
+    reuse.sort(key=lambda r: r[0])
+    return CachePlan(tuple((name, rows) for name, rows, _ in reuse),
+                     tuple(sorted(failures, key=lambda f: f.path)), compute, stale, used,
+                     tuple(answered for _, _, answered in reuse))
 
 
-def _matching_rows(segment: SegmentIndex, wanted: dict[str, tuple[int, int, int]],
-                   taken: set[str]) -> list[int]:
-    rows = []
-    keys = zip(segment.sizes.tolist(), segment.mtimes.tolist(), segment.stamps.tolist())
-    for row, (path, key) in enumerate(zip(segment.paths, keys)):
-        if path not in taken and wanted.get(path) == key:
-            taken.add(path)
-            rows.append(row)
-    return rows
+class _Listing:
+    """The files listed now, and which of them a committed entry has answered so far.
+
+    Matching is vectorised: each segment's rows are looked up once in a dict of the
+    listed paths (C loops, no Python call a row) and their keys compared as columns; a
+    segment listing exactly the listed paths in order (a compacted group, the usual warm
+    run) needs no dict at all.
+    """
+
+    def __init__(self, files: FileList, distrust: frozenset[str]) -> None:
+        self.files = files
+        self.distrust = distrust
+        self.taken = np.zeros(len(files), bool)
+        self._rows: dict[str, int] | None = None
+
+    @cached_property
+    def paths(self) -> list[str]:
+        """The listed paths, made only when a segment is matched (not for an empty cache)."""
+        return self.files.paths()
+
+    @property
+    def rows(self) -> dict[str, int]:
+        """Row of each listed path that may be answered (not distrusted)."""
+        if self._rows is None:
+            self._rows = dict(zip(self.paths, range(len(self.paths))))
+            for path in self.distrust:
+                self._rows.pop(path, None)
+        return self._rows
+
+    def take_matching(self, segment: SegmentIndex) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted rows of ``segment`` that answer a listed file not yet answered (its
+        first such row, for a path the segment holds twice), and the row of the listed
+        file each answers; those files are taken."""
+        if not self.distrust and len(segment.paths) == len(self.paths) and \
+                segment.paths == tuple(self.paths):
+            listed = np.arange(len(self.paths))
+        else:
+            listed = np.fromiter(map(self.rows.get, segment.paths, repeat(-1)), np.int64,
+                                 len(segment.paths))
+        rows = np.flatnonzero(listed >= 0)
+        listed = listed[rows]
+        files = self.files
+        same = (files.sizes[listed] == segment.sizes[rows]) & \
+            (files.mtimes[listed] == segment.mtimes[rows]) & \
+            (files.stamps[listed] == segment.stamps[rows]) & ~self.taken[listed]
+        rows, listed = rows[same], listed[same]
+        answered, first = np.unique(listed, return_index=True)
+        self.taken[answered] = True
+        first.sort()
+        return rows[first].astype(np.int64), listed[first].astype(np.int64)
+
+    def take_failure(self, failure: CachedFailure) -> bool:
+        """Whether ``failure`` answers a listed file not yet answered (then it is taken)."""
+        row = self.rows.get(failure.path)
+        if row is None or self.taken[row]:
+            return False
+        files = self.files
+        key = (int(files.sizes[row]), int(files.mtimes[row]), int(files.stamps[row]))
+        if key != failure.key:
+            return False
+        self.taken[row] = True
+        return True
 
 
 def _failure_segments(segments: Sequence[SegmentIndex],

@@ -7,10 +7,18 @@ The order of events makes every interruption safe:
    checked before they are read, its records for plausibility); damage no crash can
    leave is named on stderr, one line each, and the files concerned are decoded again;
 3. `normstats.engine.cache.plan.plan` says which records to reuse and which files to decode;
-4. the pipeline decodes only those files; as results arrive, a `SegmentWriter` commits
-   them in segments (data first, then the marker) at most every ``flush_seconds``;
+4. the pipeline decodes only those files; as results arrive, a `SegmentWriter`
+   (`normstats.engine.cache.writer`) commits them in segments (data first, then the
+   marker) every ``flush_seconds`` or `FLUSH_ROWS` images;
 5. after a successful run the group is compacted into one segment holding exactly
-   the current files' records, and everything else in it is deleted.
+   the current files' records, in listing order, written one array at a time
+   (`normstats.engine.cache.listed_segment`), and everything else in it is deleted.
+
+A run that asks for the channel covariance reuses only segments whose records hold the
+cross sums (those written by such a run); the others count as junk, so their files are
+decoded again and the compaction replaces them. A run that does not ask reads the cross
+sums of none (its result and its check of the cache are what they would be without them)
+but keeps them in what it compacts, as long as every record it writes has them.
 
 A kill at any point leaves committed segments, which the next run reuses, and junk,
 which it ignores and the next compaction removes. The cache never fails a
@@ -23,18 +31,15 @@ import copy
 import dataclasses
 import logging
 import os
-import time
-from collections.abc import Callable, Sequence
-from functools import cached_property
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from normstats.engine.cache.listed_segment import RecordRows, write_listed
 from normstats.engine.cache.plan import (
-    CachedFailure,
     CachePlan,
-    is_cacheable_failure,
     needs_compaction,
     plan,
 )
@@ -46,13 +51,14 @@ from normstats.engine.cache.verify import (
     fresh_verdicts,
     parse_verify,
 )
+from normstats.engine.cache.writer import SegmentWriter
 from normstats.engine.pipeline import RunOutcome, run
 from normstats.errors import input_error
-from normstats.maths.records import Records, concat_records
+from normstats.maths.records import Records, concat_records, has_cross_sums, without_cross_sums
 from normstats.maths.summary import Summary, summarize
 from normstats.results.text_report import printable
 from normstats.sources.base import TaskResult
-from normstats.sources.file_list import FileEntry, FileList
+from normstats.sources.file_list import FileList
 from normstats.sources.folder import FolderSource
 
 __all__ = ["run_cached", "SegmentWriter", "LOCK_WAIT_SECONDS", "FLUSH_SECONDS"]
@@ -69,7 +75,8 @@ OnResult = Callable[[TaskResult], None]
 def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
                lock_wait: float | None = None, flush_seconds: float | None = None,
                on_result: OnResult | None = None, verify_cache: int | str | None = None,
-               rng: np.random.Generator | None = None, **options: Any) -> RunOutcome:
+               rng: np.random.Generator | None = None, covariance: bool = False,
+               **options: Any) -> RunOutcome:
     """Compute ``source`` reusing the records committed in ``cache_dir``.
 
     ``lock_wait`` and ``flush_seconds`` default to `LOCK_WAIT_SECONDS` and
@@ -94,6 +101,7 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
     """
     count = parse_verify(verify_cache)
     store = _open_store(Path(cache_dir), source)
+    options["covariance"] = covariance
     if store is None:
         return RunOutcome(run(source, on_result=on_result, **options))
     writable = _lock(store, LOCK_WAIT_SECONDS if lock_wait is None else lock_wait)
@@ -101,32 +109,36 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
         segments, junk = store.load()
         for problem in store.problems:
             log.warning("normstats: cache %s: %s", store.path, printable(problem))
+        if covariance:  # only records with cross sums answer; the rest is decoded again
+            answering = [s for s in segments if s.records is None or has_cross_sums(s.records)]
+            segments, junk = answering, junk + len(segments) - len(answering)
         indexes = [s.index for s in segments]
         decision = plan(source.walk.files, indexes)
-        checks = choose_checks(decision, segments, count, rng or np.random.default_rng())
-        expected = cached_verdicts(decision, segments, checks)
+        checks = choose_checks(decision, segments, count, rng)
+        expected = cached_verdicts(decision, _as_asked(segments, covariance), checks)
         if checks:
             decision = plan(source.walk.files, indexes, distrust=checks)
         _raise_cached_failure(source, decision)
-        cached = _reused_records(segments, decision)
+        cached = _reused_records(segments, decision)  # as stored: what a compaction keeps
+        shown = cached if covariance or cached is None else without_cross_sums(cached)
         if on_result is not None and decision.cached:
-            on_result(TaskResult(cached, tuple(f.skipped() for f in decision.failures)))
+            on_result(TaskResult(shown, tuple(f.skipped() for f in decision.failures)))
         writer = SegmentWriter(store if writable else None, source.walk.files,
                                FLUSH_SECONDS if flush_seconds is None else flush_seconds,
-                               on_result)
+                               on_result, keep=checks)
         try:
             summary = run(_restricted(source, decision.compute), on_result=writer, **options)
         except BaseException:
             writer.close()  # commit what has arrived: Ctrl-C or an error resumes from here
             raise
-        _finish(store, decision, cached, writer, junk)
+        _finish(store, source, decision, segments, writer, junk)
     finally:
         store.unlock()
-    check = compare_verdicts(expected, fresh_verdicts(writer.records, summary.skipped, checks))
+    check = compare_verdicts(expected, fresh_verdicts(writer.kept, summary.skipped, checks))
     for path in check.changed:
         log.warning("normstats: %s: the cached record no longer matches the file (changed "
                     "with the same size, mtime, inode and ctime); decoded again", printable(path))
-    return RunOutcome(_combine(source, cached, decision, summary), decision.cached,
+    return RunOutcome(_combine(source, shown, decision, summary), decision.cached,
                       len(decision.compute), True, check)
 
 
@@ -157,10 +169,24 @@ def _raise_cached_failure(source: FolderSource, decision: CachePlan) -> None:
         raise input_error(first.kind, first.reason, first.path)
 
 
+def _as_asked(segments: list[LoadedSegment], covariance: bool) -> list[LoadedSegment]:
+    """The segments as a run sees them: without cross sums when it did not ask for them."""
+    if covariance:
+        return segments
+    return [s if s.records is None else dataclasses.replace(
+        s, records=without_cross_sums(s.records)) for s in segments]
+
+
 def _reused_records(segments: list[LoadedSegment], decision: CachePlan) -> Records | None:
-    by_name = {s.index.name: s for s in segments}
-    parts = [by_name[name].records.take(rows) for name, rows in decision.reuse]
-    return concat_records(parts) if parts else None
+    by_name = {s.index.name: s.records for s in segments}
+    parts = [by_name[name] if _every_row(rows, len(by_name[name])) else by_name[name].take(rows)
+             for name, rows in decision.reuse]
+    return (parts[0] if len(parts) == 1 else concat_records(parts)) if parts else None
+
+
+def _every_row(rows: np.ndarray, count: int) -> bool:
+    """Whether sorted, distinct ``rows`` are all ``count`` rows (nothing to take)."""
+    return len(rows) == count
 
 
 def _restricted(source: FolderSource, files: FileList) -> FolderSource:
@@ -180,123 +206,24 @@ def _combine(source: FolderSource, cached: Records | None, decision: CachePlan,
     return dataclasses.replace(total, skipped=tuple(source.skipped) + tuple(failures))
 
 
-def _finish(store: DatasetCache, decision: CachePlan, cached: Records | None,
-            writer: SegmentWriter, junk: int) -> None:
-    """Commit the rest of a successful run, compacting the group into one segment of
-    exactly the current files' entries when it is not already that (one write either way).
-    """
+def _finish(store: DatasetCache, source: FolderSource, decision: CachePlan,
+            segments: list[LoadedSegment], writer: SegmentWriter, junk: int) -> None:
+    """Commit the rest of a successful run, then compact the group into one segment of
+    exactly the current files' entries when it is not already that."""
     live = len(decision.segments_used) + writer.segments + writer.has_pending
+    writer.close()
     if writer.store is None or not needs_compaction(live, decision.stale, junk):
-        writer.close()
         return
-    parts = ([cached] if cached is not None else []) + writer.records
-    failures = decision.failures + tuple(writer.failures)
+    by_name = {s.index.name: s.records for s in segments}
+    reused = [RecordRows(by_name[name], listed, rows)
+              for (name, rows), listed in zip(decision.reuse, decision.listed)]
     try:
-        records = concat_records(parts) if parts else None
-        name = writer.write(records, failures)
+        compacted = write_listed(store, source.walk.files, reused, writer.written,
+                                 decision.failures + tuple(writer.failures))
     except Exception as error:  # noqa: BLE001 - a failed compaction leaves a valid cache
         log.warning("normstats: could not compact the cache %s (%s)", store.path, error)
-        writer.close()
         return
-    writer.discard_pending()  # the compacted segment holds them
     try:
-        store.remove_all_but(name)
+        store.remove_all_but(compacted.name)
     except OSError as error:  # leftovers are junk, removed by the next compaction
         log.warning("normstats: could not tidy the cache %s (%s)", store.path, error)
-
-
-class SegmentWriter:
-    """Receives each decoded task's result and commits them to the cache in segments.
-
-    Parameters
-    ----------
-    store : DatasetCache or None
-        Where to write; None keeps results in memory only (read-only run).
-    files : sequence of FileEntry
-        The walk's files, for the size, mtime and stamp of each record's key.
-    flush_seconds : float
-        Commit buffered results once this much time has passed since the last commit.
-    downstream : callable, optional
-        Also receives every result (the caller's ``on_result``).
-    """
-
-    def __init__(self, store: DatasetCache | None, files: Sequence[FileEntry],
-                 flush_seconds: float = FLUSH_SECONDS, downstream: OnResult | None = None):
-        self.store = store
-        self.files = FileList.of(files)
-        self.flush_seconds = flush_seconds
-        self.downstream = downstream
-        self.records: list[Records] = []
-        self.failures: list[CachedFailure] = []
-        self.segments = 0
-        self._pending: list[TaskResult] = []
-        self._last = time.monotonic()
-
-    def __call__(self, result: TaskResult) -> None:
-        if self.downstream is not None:
-            self.downstream(result)
-        if result.records is not None:
-            self.records.append(result.records)
-        self.failures += self._failures(result)
-        self._pending.append(result)
-        if time.monotonic() - self._last >= self.flush_seconds:
-            self.flush()
-
-    @cached_property
-    def rows(self) -> dict[str, int]:
-        """Row of each path in ``files``.
-
-        Built on first use, when results arrive from the decoding workers: they are forked
-        before it exists, so they do not each carry this per-file dict.
-        """
-        return dict(zip(self.files.paths(), range(len(self.files))))
-
-    def _failures(self, result: TaskResult) -> list[CachedFailure]:
-        return [CachedFailure(s.path, int(self.files.sizes[self.rows[s.path]]),
-                              int(self.files.mtimes[self.rows[s.path]]), s.reason,
-                              int(self.files.stamps[self.rows[s.path]]), s.kind)
-                for s in result.skipped
-                if s.path in self.rows and is_cacheable_failure(s.kind)]
-
-    def flush(self) -> None:
-        """Commit the buffered results: one segment per kind of record."""
-        pending, self._pending = self._pending, []
-        self._last = time.monotonic()
-        if self.store is None or not pending:
-            return
-        groups: dict[tuple, list[Records]] = {}
-        for result in pending:
-            if result.records is not None:
-                groups.setdefault(result.records.signature, []).append(result.records)
-        failures = tuple(f for r in pending for f in self._failures(r))
-        if not groups and not failures:
-            return
-        batches = [concat_records(parts) for parts in groups.values()] or [None]
-        try:
-            for index, records in enumerate(batches):
-                self.write(records, failures if index == 0 else ())
-                self.segments += 1
-        except Exception as error:  # noqa: BLE001 - caching must never fail the run
-            log.warning("normstats: stopped writing to the cache %s (%s); the result is "
-                        "unaffected", self.store.path, error)
-            self.store = None
-
-    def write(self, records: Records | None, failures: tuple[CachedFailure, ...]) -> str:
-        """Write one segment of ``records`` and ``failures``; return its name."""
-        keys = records.keys if records is not None else ()
-        rows = np.array([self.rows[k] for k in keys], dtype=np.intp)
-        return self.store.write_segment(records, self.files.sizes[rows],
-                                        self.files.mtimes[rows], failures,
-                                        self.files.stamps[rows])
-
-    @property
-    def has_pending(self) -> bool:
-        """Whether buffered results hold anything a flush would write."""
-        return any(r.records is not None or self._failures(r) for r in self._pending)
-
-    def discard_pending(self) -> None:
-        self._pending = []
-
-    def close(self) -> None:
-        """Commit whatever is still buffered (also after Ctrl-C or an error)."""
-        self.flush()

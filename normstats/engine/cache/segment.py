@@ -34,21 +34,30 @@ from typing import Any
 import numpy as np
 
 from normstats.engine.cache.plan import CachedFailure, SegmentIndex
+from normstats.engine.cache.zarr_chunks import read_array
 from normstats.errors import SkipKind
 from normstats.maths.records import FloatRecords, IntegerRecords, Records, impossible_rows
 from normstats.sources.decoding.file_read import not_regular_reason, read_whole_file
 
 __all__ = ["FORMAT", "LoadedSegment", "DamagedFile", "segment_arrays", "segment_marker",
+           "segment_header", "header_digest", "add_to_digest", "read_segment_array",
+           "record_layout",
            "read_segment", "read_cache_json", "check_segment_files", "METADATA_LIMIT",
            "MARKER_LIMIT"]
 
 #: 2: files keyed on their stamp too (inode and ctime), groups on every decoder's version.
 #: 3: each cached failure carries its kind (a `SkipKind`) after its reason.
-FORMAT = 3
+#: 4: a segment may hold optional per-image arrays, named in its marker's ``optional``
+#: list: the channel cross sums (``cross_sums``) or co-moments (``co_moments``) of a run
+#: that asked for the covariance, the valid values per channel (``valid``) of records with
+#: nodata left out; and ``raw_units: true`` marks records of rasters reported in raw units.
+FORMAT = 4
 
 _FIELDS = {"IntegerRecords": ("pixels", "minimum", "maximum", "sums", "sums_sq"),
            "FloatRecords": ("pixels", "minimum", "maximum", "means", "residuals", "m2s")}
 _KINDS = {"IntegerRecords": IntegerRecords, "FloatRecords": FloatRecords}
+#: Per-image arrays a segment holds only when its records have them, (rows, pairs) each.
+_OPTIONAL = {"IntegerRecords": ("cross_sums", "valid"), "FloatRecords": ("co_moments", "valid")}
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,28 +83,67 @@ def segment_arrays(records: Records | None, sizes: np.ndarray, mtimes: np.ndarra
               "stamp": np.asarray(stamps, np.int64)}
     for field in _FIELDS[type(records).__name__]:
         arrays[field] = np.ascontiguousarray(getattr(records, field))
+    for field in _present_optional(records):
+        arrays[field] = np.ascontiguousarray(getattr(records, field))
     return arrays
 
 
+def record_layout(kind: str) -> tuple[type, tuple[str, ...], tuple[str, ...]]:
+    """The records class a marker's ``kind`` names, its arrays and its optional arrays
+    (`KeyError` for a kind no segment holds)."""
+    return _KINDS[kind], _FIELDS[kind], _OPTIONAL[kind]
+
+
+def _present_optional(records: Records) -> list[str]:
+    """The optional arrays the records hold (in `_OPTIONAL` order)."""
+    return [f for f in _OPTIONAL[type(records).__name__] if getattr(records, f) is not None]
+
+
 def _digest(header: dict, arrays: dict[str, np.ndarray]) -> str:
-    digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    digest = header_digest(header)
     for field in sorted(arrays):
-        values = np.ascontiguousarray(arrays[field])
-        digest.update(f"{field}:{values.dtype.str}:{values.shape}".encode())
-        digest.update(values.tobytes())
+        add_to_digest(digest, field, arrays[field])
     return "sha256:" + digest.hexdigest()
+
+
+def header_digest(header: dict) -> Any:
+    """The running SHA-256 of a segment, over its header; arrays are added by name order
+    (`add_to_digest`), so a segment can be hashed one array at a time."""
+    return hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+
+
+def add_to_digest(digest: Any, field: str, values: np.ndarray) -> None:
+    """Add one array to a segment's running digest (its name, dtype, shape and bytes)."""
+    values = np.ascontiguousarray(values)
+    digest.update(f"{field}:{values.dtype.str}:{values.shape}".encode())
+    digest.update(values.reshape(-1).view(np.uint8))  # the bytes, not a copy of them
 
 
 def segment_marker(name: str, records: Records | None, arrays: dict[str, np.ndarray],
                    failures: tuple[CachedFailure, ...]) -> dict:
     """The completion marker of a segment: its header and the digest of its arrays."""
-    header = {"format": FORMAT, "segment": name, "rows": 0 if records is None else len(records)}
+    header = segment_header(name, records, failures)
+    return {**header, "digest": _digest(header, arrays)}
+
+
+def segment_header(name: str, records: Records | None, failures: tuple[CachedFailure, ...],
+                   rows: int | None = None) -> dict:
+    """A marker's header: what the segment holds, of the kind of ``records`` (``rows`` of
+    them, by default as many as ``records``)."""
+    if rows is None:
+        rows = 0 if records is None else len(records)
+    header = {"format": FORMAT, "segment": name, "rows": rows}
     if records is not None:
         header.update(kind=type(records).__name__, dtype=records.dtype,
                       channels=list(records.channel_names))
+        optional = _present_optional(records)
+        if optional:
+            header["optional"] = optional
+        if records.raw_units:
+            header["raw_units"] = True
     header["failures"] = [[f.path, f.size, f.mtime_ns, f.stamp, f.reason, f.kind.value]
                           for f in failures]
-    return {**header, "digest": _digest(header, arrays)}
+    return header
 
 
 def read_segment(segments_dir: Path, marker_path: Path) -> LoadedSegment | None:
@@ -126,13 +174,30 @@ def read_segment(segments_dir: Path, marker_path: Path) -> LoadedSegment | None:
 def _read_arrays(folder: Path, marker: dict) -> dict[str, np.ndarray]:
     if marker["rows"] == 0:
         return {}
-    names = ("path_bytes", "size", "mtime_ns", "stamp", *_FIELDS[marker["kind"]])
-    check_segment_files(folder, names, int(marker["rows"]), len(marker["channels"]))
+    optional = marker.get("optional", [])
+    if not isinstance(optional, list) or not set(optional) <= set(_OPTIONAL[marker["kind"]]):
+        raise ValueError("the marker names arrays a segment does not hold")
+    names = ("path_bytes", "size", "mtime_ns", "stamp", *_FIELDS[marker["kind"]], *optional)
+    metadata = check_segment_files(folder, names, int(marker["rows"]), len(marker["channels"]))
+    # Each array read by its own (checked) metadata, not through the group's zarr.json.
+    return {name: _array(folder / name, metadata[name]) for name in names}
+
+
+def read_segment_array(folder: Path, name: str, rows: int, channels: int) -> np.ndarray:
+    """One array of a segment, its files checked as `read_segment` checks them; the
+    digest is not (the run that wrote the segment reads it back to compact it)."""
+    return _array(folder / name, check_segment_files(folder, [name], rows, channels)[name])
+
+
+def _array(folder: Path, meta: dict) -> np.ndarray:
+    """An array of a segment: read here in the layout the cache writes (no zarr import),
+    by zarr in any other."""
+    values = read_array(folder, meta)
+    if values is not None:
+        return values
     import zarr
 
-    # Each array opened by its own (checked) metadata, not through the group's zarr.json.
-    return {name: np.asarray(zarr.open_array(folder / name, mode="r", zarr_format=3)[...])
-            for name in names}
+    return np.asarray(zarr.open_array(folder, mode="r", zarr_format=3)[...])
 
 
 def _loaded(marker: dict, arrays: dict[str, np.ndarray]) -> LoadedSegment:
@@ -144,14 +209,17 @@ def _loaded(marker: dict, arrays: dict[str, np.ndarray]) -> LoadedSegment:
     paths = tuple(arrays["path_bytes"].tobytes().decode("utf-8", "surrogatepass").split("\0"))
     if len(paths) != marker["rows"]:
         raise ValueError("path count does not match the marker")
-    fields = {f: arrays[f] for f in _FIELDS[marker["kind"]]}
+    fields = {f: arrays[f] for f in (*_FIELDS[marker["kind"]], *marker.get("optional", []))}
     records = _KINDS[marker["kind"]](dtype=marker["dtype"], channel_names=tuple(
-        marker["channels"]), keys=paths, **fields)
+        marker["channels"]), keys=paths, raw_units=marker.get("raw_units") is True, **fields)
     keep = ~impossible_rows(records)
+    if keep.all():  # the usual case: no row to leave out, no copy
+        index = SegmentIndex(marker["segment"], paths, arrays["size"], arrays["mtime_ns"],
+                             failures, arrays["stamp"])
+        return LoadedSegment(index, records)
     rejected = tuple(p for p, kept in zip(paths, keep.tolist()) if not kept)
-    if rejected:
-        records = records.take(keep)
-        paths = tuple(p for p, kept in zip(paths, keep.tolist()) if kept)
+    records = records.take(keep)
+    paths = tuple(p for p, kept in zip(paths, keep.tolist()) if kept)
     index = SegmentIndex(marker["segment"], paths, arrays["size"][keep],
                          arrays["mtime_ns"][keep], failures, arrays["stamp"][keep])
     return LoadedSegment(index, records, rejected)
@@ -167,9 +235,12 @@ MARKER_LIMIT = 256 << 20
 _PATH_BYTES_PER_ROW = 3 * 4096 + 1
 #: Per-row arrays; the others are (rows, channels), and ``path_bytes`` is one flat blob.
 _PER_ROW = frozenset({"size", "mtime_ns", "stamp", "pixels"})
+#: (rows, pairs of channels) arrays.
+_PER_PAIR = frozenset({"cross_sums", "co_moments"})
 _DTYPES = {"path_bytes": "uint8", "size": "int64", "mtime_ns": "int64", "stamp": "int64",
            "pixels": "int64", "minimum": "float64", "maximum": "float64", "sums": "int64",
-           "sums_sq": "int64", "means": "float64", "residuals": "float64", "m2s": "float64"}
+           "sums_sq": "int64", "means": "float64", "residuals": "float64", "m2s": "float64",
+           "cross_sums": "int64", "co_moments": "float64", "valid": "int64"}
 
 
 class DamagedFile(ValueError):
@@ -212,9 +283,11 @@ def read_cache_json(path: Path, limit: int = METADATA_LIMIT) -> Any:
         raise DamagedFile(path, f"not valid JSON ({error})") from None
 
 
-def check_segment_files(folder: Path, names: Sequence[str], rows: int, channels: int) -> None:
+def check_segment_files(folder: Path, names: Sequence[str], rows: int,
+                        channels: int) -> dict[str, Any]:
     """Raise `DamagedFile` unless every file zarr may read for arrays ``names`` of the
-    segment ``folder`` is a regular file within the size the marker implies.
+    segment ``folder`` is a regular file within the size the marker implies; return each
+    array's (checked) ``zarr.json``.
 
     Examples
     --------
@@ -224,12 +297,15 @@ def check_segment_files(folder: Path, names: Sequence[str], rows: int, channels:
     ...
     FileNotFoundError: ...
     """
+    metadata = {}
     for name in names:
         array = folder / name
-        limit = _array_bytes(array, read_cache_json(array / "zarr.json"), name, rows, channels)
+        metadata[name] = read_cache_json(array / "zarr.json")
+        limit = _array_bytes(array, metadata[name], name, rows, channels)
         total = 0
         for path in _files_under(array):
             total += _check_file(path, limit - total)
+    return metadata
 
 
 def _array_bytes(array: Path, meta: Any, name: str, rows: int, channels: int) -> int:
@@ -238,6 +314,8 @@ def _array_bytes(array: Path, meta: Any, name: str, rows: int, channels: int) ->
     if name == "path_bytes":
         fits = isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) \
             and 0 < shape[0] <= rows * _PATH_BYTES_PER_ROW
+    elif name in _PER_PAIR:
+        fits = shape == [rows, channels * (channels - 1) // 2]
     else:
         fits = shape == ([rows] if name in _PER_ROW else [rows, channels])
     if not fits or meta.get("data_type") != _DTYPES.get(name):

@@ -24,7 +24,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -48,12 +47,14 @@ from normstats.engine.cache.segment import (  # FORMAT and LoadedSegment: re-exp
     segment_arrays,
     segment_marker,
 )
+from normstats.engine.cache.zarr_chunks import write_group
 from normstats.maths.records import Records
 from normstats.sources.decoding.policy import DecodePolicy
+from normstats.sources.remote import is_url
 
 __all__ = ["CACHE_ENV", "FORMAT", "GROUP_MARKER", "read_group_marker", "DatasetCache",
            "LoadedSegment", "default_cache_dir", "resolve_cache_dir", "cache_enabled_by_default",
-           "group_identity"]
+           "group_identity", "dataset_root"]
 
 GROUP_MARKER = "normstats-group.json"
 _GROUP_MARKER_CONTENT = {"normstats": "cache-group", "format": FORMAT}
@@ -82,34 +83,48 @@ def read_group_marker(path: Path) -> dict | None:
 
 
 def group_identity(root: str, policy: DecodePolicy) -> dict:
-    """Everything that changes the records of a file: root, decode policy and the
-    version of every decoder that may produce its pixels (Pillow, libjpeg-turbo through
-    simplejpeg, libpng through imagecodecs).
+    """Everything that changes the records of a file: root (a resolved folder, or a URL
+    as given), decode policy and the version of every decoder that may produce its pixels
+    (Pillow, libjpeg-turbo through simplejpeg, libpng through imagecodecs).
     """
-    return {"format": FORMAT, "root": os.path.realpath(root),
+    return {"format": FORMAT, "root": dataset_root(root),
             "policy": dataclasses.asdict(policy), "decoders": decoder_versions()}
+
+
+def dataset_root(root: str) -> str:
+    """How a cache group names its dataset: a local folder resolved (links, ``..``), a URL
+    without a trailing slash.
+
+    Examples
+    --------
+    >>> dataset_root("s3://bucket/train/")
+    's3://bucket/train'
+    """
+    return root.rstrip("/") if is_url(root) else os.path.realpath(root)
 
 
 def decoder_versions() -> dict[str, str]:
     """The version of each decoding package ("absent" for a missing one).
 
     Asked of the modules the decoders already imported (reading the installed
-    distributions' metadata instead costs ~65 ms a run).
+    distributions' metadata instead costs ~65 ms a run); tifffile, which only rasters
+    import, by the name of its installed metadata folder (`raster.tifffile_version`).
 
     Examples
     --------
     >>> sorted(decoder_versions())
-    ['imagecodecs', 'pillow', 'simplejpeg']
+    ['imagecodecs', 'pillow', 'simplejpeg', 'tifffile']
     """
     import PIL
 
-    from normstats.sources.decoding import jpeg_fast, png_fast
+    from normstats.sources.decoding import jpeg_fast, png_fast, raster
 
     def version(module: Any) -> str:
         return "absent" if module is None else str(getattr(module, "__version__", "?"))
 
     return {"pillow": PIL.__version__, "simplejpeg": version(jpeg_fast._simplejpeg),
-            "imagecodecs": version(png_fast._imagecodecs)}
+            "imagecodecs": version(png_fast._imagecodecs),
+            "tifffile": raster.tifffile_version()}
 
 
 def group_name(identity: dict) -> str:
@@ -217,28 +232,35 @@ class DatasetCache:
                       failures: tuple[CachedFailure, ...], stamps: np.ndarray | None = None
                       ) -> str:
         """Write one segment's arrays, then its marker; return the segment name."""
-        name = f"{time.time_ns():020d}-{os.getpid()}-{next(_counter):05d}"
+        name = new_segment_name()
         if stamps is None:
             stamps = np.zeros(len(sizes), np.int64)
         arrays = segment_arrays(records, sizes, mtimes, stamps)
         if arrays:
-            import zarr  # lazily: zarr costs 0.15 s to import, most commands never need it
-
-            group = zarr.open_group(self.segments_dir / name, mode="w")
-            for field, values in arrays.items():
-                group.create_array(field, data=values, chunks=values.shape or (1,))
-        marker = segment_marker(name, records, arrays, failures)
-        write_json_atomic(self.markers_dir / f"{name}.json", marker)
+            write_group(self.segments_dir / name, arrays)
+        self.commit(name, segment_marker(name, records, arrays, failures))
         return name
+
+    def commit(self, name: str, marker: dict) -> None:
+        """Write the completion marker of segment ``name``, whose arrays are written: from
+        now on the segment counts."""
+        write_json_atomic(self.markers_dir / f"{name}.json", marker)
 
     def remove_all_but(self, keep: str) -> None:
         """Delete every marker, then every segment folder, except ``keep``'s."""
+        import shutil  # a compaction only: a warm run never removes anything
+
         for path in self.markers_dir.iterdir():
             if path.name != f"{keep}.json":
                 path.unlink(missing_ok=True)
         for path in self.segments_dir.iterdir():
             if path.is_dir() and path.name != keep:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def new_segment_name() -> str:
+    """A name no other segment has; names sort in the order segments are written."""
+    return f"{time.time_ns():020d}-{os.getpid()}-{next(_counter):05d}"
 
 
 def _relative(path: Path, root: Path) -> str:

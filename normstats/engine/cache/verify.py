@@ -61,9 +61,10 @@ def parse_verify(value: int | str | None) -> int | None:
 
 
 def choose_checks(decision: CachePlan, segments: Sequence[LoadedSegment], count: int | None,
-                  rng: np.random.Generator) -> frozenset[str]:
+                  rng: np.random.Generator | None = None) -> frozenset[str]:
     """The paths of the cached files to decode again: ``count`` drawn at random without
-    replacement (all of them for -1 or a count at least their number).
+    replacement (all of them for -1 or a count at least their number) by ``rng`` (by
+    default a fresh `numpy.random.default_rng`: numpy.random is imported only then).
 
     Examples
     --------
@@ -78,7 +79,7 @@ def choose_checks(decision: CachePlan, segments: Sequence[LoadedSegment], count:
     paths += [f.path for f in decision.failures]
     if count < 0 or count >= len(paths):
         return frozenset(paths)
-    chosen = rng.choice(len(paths), size=count, replace=False)
+    chosen = (rng or np.random.default_rng()).choice(len(paths), size=count, replace=False)
     return frozenset(paths[i] for i in chosen.tolist())
 
 
@@ -86,6 +87,8 @@ def cached_verdicts(decision: CachePlan, segments: Sequence[LoadedSegment],
                     paths: frozenset[str]) -> dict[str, Verdict]:
     """The cache's verdict on each of ``paths`` under the plan made before checking."""
     verdicts: dict[str, Verdict] = {}
+    if not paths:
+        return verdicts
     by_name = {s.index.name: s for s in segments}
     for name, rows in decision.reuse:
         records = by_name[name].records

@@ -65,10 +65,14 @@ def finished(part: Any, beside: list[Any], then: Any) -> Any:
     return final.to_delayed(optimize_graph=True)[()]
 
 
-def lazy_result(x: Any, blocks: Any, then: Any, collect: bool = False) -> Any:
+def lazy_result(x: Any, blocks: Any, then: Any, collect: bool = False,
+                covariance: bool = False) -> Any:
     """A Delayed of ``then(part, skipped)``: the reduced `Part` of Dask array ``x`` (viewed
-    as (N, H, W, C) ``blocks``) and the files its reader tasks skipped beside it."""
-    plan = Plan(whole=blocks.numblocks[1:] == (1, 1, 1), collect=collect)
+    as (N, H, W, C) ``blocks``) and the files its reader tasks skipped beside it; with
+    ``covariance``, the channel cross sums too (channel blocks joined first)."""
+    if covariance and blocks.numblocks[3] > 1:
+        blocks = blocks.rechunk({3: -1})  # every pair of channels in one block
+    plan = Plan(whole=blocks.numblocks[1:] == (1, 1, 1), collect=collect, cross=covariance)
     skips = reader_skips(x)
     aligned = plan.whole and len(skips) == 1 and skips[0].numblocks[0] == blocks.numblocks[0]
     parts = chunk_parts(blocks, plan, skips[0] if aligned else None)
@@ -93,7 +97,8 @@ def finish_stats(part: Part, skipped: tuple[Skipped, ...], *, scale: float | Non
 
 
 def lazy_stats(x: Any, *, layout: str | None = None, scale: float | None = None,
-               channels: tuple[str, ...] | None = None, note: str = "") -> Any:
+               channels: tuple[str, ...] | None = None, note: str = "",
+               covariance: bool = False) -> Any:
     """A Delayed `DatasetStats` of Dask array ``x``: see `normstats.reduce_lazy`.
 
     Examples
@@ -109,12 +114,13 @@ def lazy_stats(x: Any, *, layout: str | None = None, scale: float | None = None,
                                  "that ignore NaN: pass it to normstats.compute")
     then = partial(finish_stats, scale=scale, channels=channels, mode=layout,
                    source=describe(x, note))
-    return lazy_result(x, blocks, then)
+    return lazy_result(x, blocks, then, covariance=covariance)
 
 
 def compute_dask_array(x: Any, *, layout: str | None = None, scale: float | None = None,
                        channels: tuple[str, ...] | None = None, workers: int | None = None,
-                       scheduler: Any = None, allow_missing_chunks: bool = False) -> DatasetStats:
+                       scheduler: Any = None, allow_missing_chunks: bool = False,
+                       covariance: bool = False) -> DatasetStats:
     """`normstats.compute` of a Dask array: the exact reduction over its blocks, now.
 
     Examples
@@ -125,7 +131,8 @@ def compute_dask_array(x: Any, *, layout: str | None = None, scale: float | None
     6
     """
     with reading_zarr(x, allow_missing_chunks) as note:
-        lazy = lazy_stats(x, layout=layout, scale=scale, channels=channels, note=note)
+        lazy = lazy_stats(x, layout=layout, scale=scale, channels=channels, note=note,
+                          covariance=covariance)
         return run_graph(lazy, scheduler, workers)
 
 

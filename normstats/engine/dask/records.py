@@ -48,6 +48,7 @@ from normstats.results.stats import DatasetStats
 from normstats.sources import open_source
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import TaskResult
+from normstats.sources.labelled import unlabelled
 from normstats.sources.options import ReadArguments, ReadOptions, read_options
 
 __all__ = ["ImageRecords", "records", "reduce", "reduce_lazy"]
@@ -79,6 +80,9 @@ class ImageRecords:
         Inputs left out while reading, with their reason.
     cached, decoded : int
         Images whose records the cache answered, and images decoded by this call.
+    raw_units : bool
+        The records are of rasters reported in raw units (`normstats.maths.scale`); where
+        nodata was left out, ``arrays`` also holds ``valid``, the values each band kept.
 
     Examples
     --------
@@ -101,6 +105,7 @@ class ImageRecords:
     decoded: int = 0
     scale: float | None = None
     channels: tuple[str, ...] | None = None
+    raw_units: bool = False
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -132,6 +137,7 @@ class ImageRecords:
         names = list(self.arrays)
         values = dask.compute(*(self.arrays[n] for n in names))
         return _records_class(self.kind)(dtype=self.dtype, channel_names=self.channel_names,
+                                         raw_units=self.raw_units,
                                          keys=tuple(str(k) for k in self.keys),
                                          **dict(zip(names, values)))
 
@@ -158,6 +164,7 @@ def _wrap(batch: Records, keys: np.ndarray, skipped: tuple[Skipped, ...], mode: 
         arrays={name: da.from_array(value, chunks=(CHUNK_ROWS,) + value.shape[1:])
                 for name, value in arrays.items()},
         kind=type(batch).__name__, dtype=batch.dtype, channel_names=batch.channel_names,
+        raw_units=batch.raw_units,
         mode=mode, source=source, skipped=skipped)
 
 
@@ -232,9 +239,10 @@ def _dask_array_records(x: Any, layout: str | None, channels: tuple[str, ...] | 
                  part.skipped + skipped + dropped, layout, description or describe(x))
 
 
-def _rows_part(kind: str, dtype: str, names: tuple[str, ...], fields_: tuple[str, ...],
+def _rows_part(kind: str, dtype: str, names: tuple[str, ...], raw_units: bool,
+               fields_: tuple[str, ...],
                *values: np.ndarray) -> np.ndarray:
-    batch = _records_class(kind)(dtype=dtype, channel_names=names, keys=(),
+    batch = _records_class(kind)(dtype=dtype, channel_names=names, keys=(), raw_units=raw_units,
                                  **dict(zip(fields_, values)))
     return boxed(Part(len(batch), summarize(batch)))
 
@@ -246,7 +254,8 @@ def _records_lazy(rec: ImageRecords, scale: float | None,
     names = tuple(rec.arrays)
     # every column went through the same selections, so their row blocks line up
     columns = [(rec.arrays[n], "i" if rec.arrays[n].ndim == 1 else "ic") for n in names]
-    parts = da.blockwise(partial(_rows_part, rec.kind, rec.dtype, rec.channel_names, names),
+    parts = da.blockwise(partial(_rows_part, rec.kind, rec.dtype, rec.channel_names,
+                                 rec.raw_units, names),
                          "ijkl", *(v for column in columns for v in column), dtype=object,
                          concatenate=True, new_axes={"j": 1, "k": 1, "l": 1},
                          adjust_chunks={"i": 1}, name=fresh_name("rows"),
@@ -315,8 +324,7 @@ def reduce_lazy(data: Any, *, options: ReadOptions | None = None,
     options = read_options(options, dict(read))
     if isinstance(data, ImageRecords):
         return _records_lazy(data, options.scale, options.channels)
-    if hasattr(data, "dims") and is_dask_array(getattr(data, "data", None)):
-        data = data.data  # an xarray DataArray backed by Dask
+    data, options = unlabelled(data, options)  # an xarray DataArray: its array, its layout
     if not is_dask_array(data):
         raise InvalidOptionError(f"reduce_lazy takes a Dask array or records, not "
                                  f"{type(data).__name__}; normstats.compute reads any data")

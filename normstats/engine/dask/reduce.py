@@ -16,6 +16,11 @@ normstats' exact steps:
   in one call (summarising has a fixed cost per call), and summaries merge exactly, in order.
 - **aggregate**: the last combine; `finish_summary` then names the images left out.
 
+With the covariance asked (``Plan.cross``), the chunk step's records hold the channel
+cross sums too; blocks split along C are joined first (``rechunk``: a pair of channels
+must meet in one block), and along H and W integer cross sums add, float co-moments merge
+by the same pairwise update ``C = C_a + C_b + δ_c·δ_d·n_a·n_b/n``.
+
 Blocks are reduced where they live; records (a few hundred bytes per image) go to the
 first combine, summaries above it. Integer data gives bit-identical statistics for every
 chunking; floats do for chunks along N and C, and to ~1e-15 relative when images are
@@ -38,7 +43,10 @@ from normstats.maths.records import (
     Records,
     Skipped,
     concat_records,
+    cross_sums_wanted,
     default_channel_names,
+    has_cross_sums,
+    without_cross_sums,
 )
 from normstats.maths.summary import Summary, summarize
 from normstats.sources.arrays import as_nhwc, check_axes, check_layout, detect_layout, stack_records
@@ -65,10 +73,13 @@ class Plan:
         Every block holds whole images (one block across H, W and C).
     collect : bool
         Keep the per-image records (`normstats.records`) instead of summarising them.
+    cross : bool
+        The records hold the channel cross sums (the covariance was asked).
     """
 
     whole: bool = True
     collect: bool = False
+    cross: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,11 +163,19 @@ def merge_pixel_parts(*parts: Records) -> Records:
             n = na + nb
             means = mean_a + delta * (nb / n)
             m2s = total.m2s + part.m2s + delta * delta * (na * nb / n)
+            co = None
+            if has_cross_sums(total) and has_cross_sums(part):
+                rows, cols = np.triu_indices(total.channels, 1)
+                co = total.co_moments + part.co_moments + \
+                    delta[:, rows] * delta[:, cols] * (na * nb / n)
             total = replace(total, pixels=pixels, means=means, m2s=m2s, minimum=low,
-                            maximum=high, residuals=np.zeros_like(means))
+                            maximum=high, residuals=np.zeros_like(means), co_moments=co)
         else:
+            cross = total.cross_sums + part.cross_sums \
+                if has_cross_sums(total) and has_cross_sums(part) else None
             total = replace(total, pixels=pixels, sums=total.sums + part.sums,
-                            sums_sq=total.sums_sq + part.sums_sq, minimum=low, maximum=high)
+                            sums_sq=total.sums_sq + part.sums_sq, minimum=low, maximum=high,
+                            cross_sums=cross)
     return total
 
 
@@ -165,6 +184,8 @@ def join_channels(parts: list[Records]) -> Records:
     first = parts[0]
     if len(parts) == 1:
         return first
+    parts = [without_cross_sums(p) for p in parts]  # pairs across blocks were never made
+    first = parts[0]
     arrays = {name: np.concatenate([getattr(p, name) for p in parts], axis=1)
               for name in first.array_fields() if getattr(first, name).ndim == 2}
     channels = sum(p.channels for p in parts)
@@ -187,8 +208,8 @@ def _chunk(block: np.ndarray, lost: np.ndarray | None = None, *, plan: Plan) -> 
 
     ``lost`` holds the files skipped by the one reader task that made this block.
     """
-    with np.errstate(invalid="ignore", over="ignore"):  # NaN images are named, then dropped
-        records = stack_records(np.asarray(block))
+    with np.errstate(invalid="ignore", over="ignore"), cross_sums_wanted(plan.cross):
+        records = stack_records(np.asarray(block))  # NaN images are named, then dropped
     skipped = () if lost is None else lost.item()
     return boxed(_image_part(records, plan, skipped) if plan.whole else records)
 

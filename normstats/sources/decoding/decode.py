@@ -10,8 +10,14 @@ not an image padded with grey.
 
 Two fast paths skip Pillow's per-file overhead where their pixels are provably Pillow's:
 libjpeg-turbo (simplejpeg) for YCbCr and grey JPEGs, libpng (imagecodecs,
-`normstats.sources.decoding.png_fast`) for plain 8-bit PNGs. Every other file, and every file
-they are unsure of, is decoded by Pillow, which also words every error.
+`normstats.sources.decoding.png_fast`) for plain 8-bit PNGs. TIFF rasters that Pillow cannot
+read at their native depth (more than 4 bands, deeper than 8 bits, signed or float samples,
+BigTIFF) take the raster path (tifffile, `normstats.sources.decoding.raster`), under
+``keep`` only. Every other file, and every file they are unsure of, is decoded by Pillow,
+which also words every error.
+
+The value of missing measurements (``nodata``) travels with the pixels: the policy's, or,
+under ``keep``, a TIFF's own GDAL_NODATA tag; the records leave it out band by band.
 """
 
 from __future__ import annotations
@@ -54,7 +60,19 @@ from normstats.sources.decoding.policy import (
     Scratch,
     channel_names_for,
 )
+from normstats.sources.decoding.raster import (
+    BIGTIFF_SIGNATURES,
+    GDAL_NODATA,
+    TIFF_SIGNATURES,
+    decode_raster,
+    needs_raster_path,
+    parse_nodata_tag,
+)
+from normstats.sources.decoding.tiff_header import describe_layout, tiff_layout
 from normstats.sources.decoding.transforms import apply_transforms
+
+_TIFF_HEADS = TIFF_SIGNATURES + BIGTIFF_SIGNATURES
+_PHOTOMETRIC, _PALETTE = 262, 3
 
 __all__ = ["MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
            "decode_file", "decode_bytes", "decode_jpeg_fast", "read_whole_file",
@@ -118,6 +136,8 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
                   scratch: OutputBuffer | None) -> DecodedImage:
     if not data:
         raise UnreadableInputError("zero-byte file", name)
+    if policy.mode == "keep" and data[:4] in _TIFF_HEADS and needs_raster_path(data):
+        return _raster(data, name, policy)
     # the file's signature picks the fast path to try (a call less for the other format)
     if data.startswith(PNG_SIGNATURE):
         fast = decode_png_fast(data, policy, scratch)
@@ -125,7 +145,7 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
         fast = decode_jpeg_fast(data, policy, scratch)
     if fast is not None:
         names = channel_names_for(policy.mode, fast.shape[2])
-        return DecodedImage(_transformed(fast, names, policy, name), names)
+        return DecodedImage(_transformed(fast, names, policy, name), names, policy.nodata)
     # Thread-safe by design: Pillow's limit (Image.MAX_IMAGE_PIXELS) and the warning filters
     # are module globals shared with the caller's threads, so neither is ever changed here
     # (the fork pool's workers, processes of our own, set them once: engine.pipeline).
@@ -139,6 +159,8 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     except UnreadableInputError:
         raise
     except UnidentifiedImageError:
+        if data[:4] in _TIFF_HEADS and needs_raster_path(data):
+            raise _raster_refused(data, name, policy) from None
         raise UnreadableInputError(unidentified_reason(data), name) from None
     except MemoryError:
         raise  # the machine's limit, not the file's fault: worded by decode_bytes
@@ -151,7 +173,39 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
                                    name) from None
     pixels = pixels_under_mode(image, data, policy.mode, name)
     names = decoded_channel_names(image.mode, policy.mode, pixels.shape[2])
-    return DecodedImage(_transformed(pixels, names, policy, name), names)
+    return DecodedImage(_transformed(pixels, names, policy, name), names,
+                        _nodata(image, policy, name))
+
+
+def _nodata(image: Image.Image, policy: DecodePolicy, name: str) -> float | None:
+    """The policy's nodata value, or under ``keep`` a TIFF's own GDAL_NODATA tag (not a
+    palette TIFF's: its samples are indices, and ``keep`` gives their colours)."""
+    if policy.nodata is not None or policy.mode != "keep" or image.format != "TIFF":
+        return policy.nodata
+    tags = getattr(image, "tag_v2", {})
+    if GDAL_NODATA not in tags or tags.get(_PHOTOMETRIC) == _PALETTE:
+        return None
+    return parse_nodata_tag(tags[GDAL_NODATA], name)
+
+
+def _raster_refused(data: bytes, name: str, policy: DecodePolicy) -> UnreadableInputError:
+    """Why a raster Pillow cannot open is not read under a colour mode: converting its
+    measurements to colours would drop bands or clip them (torchvision's loader fails on
+    it too); ``keep`` reads it through the raster path."""
+    layout = tiff_layout(data)
+    what = describe_layout(layout) if layout is not None else "a BigTIFF"
+    return UnreadableInputError(
+        f"TIFF raster ({what}): the {policy.mode} policy converts colour images and would "
+        "drop bands or clip them; use --mode keep to compute its bands", name)
+
+
+def _raster(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
+    """A TIFF read through the raster path (``keep``): its bands, and their nodata."""
+    image = decode_raster(data, name, policy)
+    if policy.resize is not None and image.nodata is not None:
+        raise UnreadableInputError("Resize would blend nodata into valid pixels: crop only "
+                                   "(--center-crop), or compute the raster unresized", name)
+    return image._replace(pixels=_transformed(image.pixels, image.channel_names, policy, name))
 
 
 def _pillow_limit_error(error: Exception, policy: DecodePolicy,

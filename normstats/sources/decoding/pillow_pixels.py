@@ -105,8 +105,7 @@ def unidentified_reason(data: bytes) -> str:
         if data.startswith(signature):
             layout = tiff_layout(data) if fmt == "TIFF" else None
             if layout is not None:  # its directory reads well: a layout Pillow lacks
-                return (f"a TIFF Pillow cannot decode ({describe_layout(layout)}); "
-                        "normstats reads TIFFs only through Pillow today")
+                return f"a TIFF Pillow cannot decode ({describe_layout(layout)})"
             return f"truncated or corrupt {fmt} file (its header cannot be read)"
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "truncated or corrupt WEBP file (its header cannot be read)"

@@ -73,7 +73,7 @@ class _QuietWhileDecoding(logging.Filter):
 
 
 _QUIET = _QuietWhileDecoding()
-for _logger in ("imagecodecs", "PIL.TiffImagePlugin"):
+for _logger in ("imagecodecs", "PIL.TiffImagePlugin", "tifffile"):
     logging.getLogger(_logger).addFilter(_QUIET)
 
 

@@ -15,6 +15,7 @@ checked (and its case forgiven: ``"rgb"`` is ``RGB``) in one place.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -25,7 +26,8 @@ from normstats.errors import InvalidOptionError
 from normstats.sources.decoding.file_read import default_file_limit
 from normstats.sources.decoding.transforms import check_transform_sizes, parse_size
 
-__all__ = ["DecodePolicy", "policy_of", "parse_mode", "parse_limit", "DecodedImage", "Scratch",
+__all__ = ["DecodePolicy", "policy_of", "parse_mode", "parse_limit", "parse_nodata",
+           "DecodedImage", "Scratch",
            "OutputBuffer", "MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
            "NATIVE_NAMES", "channel_names_for"]
 
@@ -73,6 +75,27 @@ def parse_limit(value: int | None, option: str) -> int | None:
     return int(value)
 
 
+def parse_nodata(value: float | int | str | None) -> float | None:
+    """A nodata value: a number (or its text, as ``--nodata -9999`` or ``nan``), or None.
+
+    Examples
+    --------
+    >>> parse_nodata("-9999"), parse_nodata(0), parse_nodata(None)
+    (-9999.0, 0.0, None)
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidOptionError(f"nodata must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"nodata must be a number, got {value!r}") from None
+    if math.isinf(number):
+        raise InvalidOptionError(f"nodata must be finite or nan, got {value!r}")
+    return number
+
+
 @dataclass(frozen=True)
 class DecodePolicy:
     """How files become pixels: the mode policy and the decompression-bomb limit.
@@ -92,6 +115,9 @@ class DecodePolicy:
     #: Files (and tar members) larger than this are skipped unread; None: the limit
     #: ``max_pixels`` implies (`normstats.sources.decoding.file_read.default_file_limit`).
     max_file_bytes: int | None = None
+    #: The value of missing measurements, left out band by band; None: a TIFF's own
+    #: GDAL_NODATA tag under ``keep`` (`normstats.sources.decoding.raster`), else none.
+    nodata: float | None = None
 
     @functools.cached_property
     def file_byte_limit(self) -> int:
@@ -105,6 +131,7 @@ class DecodePolicy:
         if parse_limit(self.max_pixels, "max_pixels") is None:
             raise InvalidOptionError("max_pixels must be an integer, got None")
         parse_limit(self.max_file_bytes, "max_file_bytes")
+        object.__setattr__(self, "nodata", parse_nodata(self.nodata))
         check_transform_sizes(parse_size(self.resize, "resize"),
                               parse_size(self.center_crop, "center_crop"), int(self.max_pixels))
 
@@ -115,6 +142,8 @@ class DecodePolicy:
             steps.append(f"Resize({self.resize})")
         if self.center_crop is not None:
             steps.append(f"CenterCrop({self.center_crop})")
+        if self.nodata is not None:
+            steps.append(f"nodata {self.nodata:g}")
         return ", ".join(steps)
 
 
@@ -132,10 +161,32 @@ def policy_of(mode: str = "RGB", max_pixels: int | None = None,
 
 
 class DecodedImage(NamedTuple):
-    """Pixels (H, W, C) of one file and the names of their channels."""
+    """Pixels (H, W, C) of one file and the names of their channels.
+
+    ``nodata`` is the value of missing measurements to leave out band by band (the file's
+    own, or the policy's); ``raster`` says the file came through the raster path
+    (`normstats.sources.decoding.raster`): NaN is missing in its float bands, and it is
+    reported in raw units unless it is 8-bit of at most 4 bands.
+    """
 
     pixels: np.ndarray
     channel_names: tuple[str, ...]
+    nodata: float | None = None
+    raster: bool = False
+
+    @property
+    def raw_units(self) -> bool:
+        """Reported in raw units: a raster of more than 4 bands or samples other than
+        8-bit unsigned integers (`normstats.maths.scale`).
+
+        Examples
+        --------
+        >>> DecodedImage(np.zeros((2, 2, 3), np.uint8), ("R", "G", "B"), raster=True).raw_units
+        False
+        >>> DecodedImage(np.zeros((2, 2, 1), np.int16), ("L",), raster=True).raw_units
+        True
+        """
+        return self.raster and (self.pixels.shape[2] > 4 or self.pixels.dtype != np.uint8)
 
 
 def channel_names_for(mode: str, channels: int) -> tuple[str, ...]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["tiff_layout", "describe_layout", "MAX_ENTRIES", "MAX_VALUES"]
+__all__ = ["tiff_layout", "tiff_tags", "describe_layout", "MAX_ENTRIES", "MAX_VALUES",
+           "PHOTOMETRIC", "EXTRA_SAMPLES"]
 
 #: Directory entries read at most (a baseline TIFF has about 15).
 MAX_ENTRIES = 1024
@@ -21,6 +22,8 @@ MAX_VALUES = 64
 
 _SAMPLES_PER_PIXEL, _BITS_PER_SAMPLE, _SAMPLE_FORMAT = 277, 258, 339
 _TAGS = (_SAMPLES_PER_PIXEL, _BITS_PER_SAMPLE, _SAMPLE_FORMAT)
+#: Colour interpretation, and what each sample beyond the colour ones is (1, 2: alpha).
+PHOTOMETRIC, EXTRA_SAMPLES = 262, 338
 _SIZE_TAGS = {256, 257}  # ImageWidth, ImageLength
 #: TIFF field types of integer values → (struct code, size).
 _TYPES = {1: ("B", 1), 3: ("H", 2), 4: ("I", 4), 16: ("Q", 8)}
@@ -42,6 +45,26 @@ def tiff_layout(data: bytes) -> tuple[int, tuple[int, ...], tuple[int, ...]] | N
     >>> tiff_layout(b"II*\\x00\\xff\\xff\\xff\\xff") is None  # the directory is past the end
     True
     """
+    tags = tiff_tags(data, _TAGS)
+    if tags is None:
+        return None
+    samples = tags.get(_SAMPLES_PER_PIXEL, (1,))[0]
+    return samples, tags.get(_BITS_PER_SAMPLE, (1,)), tags.get(_SAMPLE_FORMAT, (1,))
+
+
+def tiff_tags(data: bytes, wanted: tuple[int, ...]) -> dict[int, tuple[int, ...]] | None:
+    """The first `MAX_VALUES` integer values of the ``wanted`` tags of a classic TIFF's
+    first IFD (tags it lacks are absent); None if the directory is unreadable, one of them
+    holds no integers, or it gives no image size.
+
+    Examples
+    --------
+    >>> import io
+    >>> from PIL import Image
+    >>> buffer = io.BytesIO(); Image.new("RGB", (2, 2)).save(buffer, format="TIFF")
+    >>> tiff_tags(buffer.getvalue(), (PHOTOMETRIC, EXTRA_SAMPLES))
+    {262: (2,)}
+    """
     order = {b"II*\x00": "<", b"MM\x00*": ">"}.get(data[:4])
     if order is None or len(data) < 8:
         return None
@@ -55,7 +78,7 @@ def tiff_layout(data: bytes) -> tuple[int, tuple[int, ...], tuple[int, ...]] | N
     seen: set[int] = set()
     for entry in range(start + 2, start + 2 + 12 * count, 12):
         tag = struct.unpack_from(order + "H", data, entry)[0]
-        if tag in _TAGS:
+        if tag in wanted:
             values = _tag_values(data, order, entry)
             if not values:
                 return None
@@ -63,8 +86,7 @@ def tiff_layout(data: bytes) -> tuple[int, tuple[int, ...], tuple[int, ...]] | N
         seen.add(tag)
     if not _SIZE_TAGS <= seen:  # no image size: not a directory to describe
         return None
-    samples = tags.get(_SAMPLES_PER_PIXEL, (1,))[0]
-    return samples, tags.get(_BITS_PER_SAMPLE, (1,)), tags.get(_SAMPLE_FORMAT, (1,))
+    return tags
 
 
 def _tag_values(data: bytes, order: str, entry: int) -> tuple[int, ...] | None:

@@ -28,9 +28,9 @@ from normstats.sources.decoding.policy import DecodePolicy
 from normstats_cli import main
 
 CHILD = textwrap.dedent("""
-    import os, signal, sys, time
-    import zarr
+    import os, shutil, signal, sys, time
     import normstats, normstats.engine.cache.store as store, normstats.engine.cache.run as cache_run
+    import normstats.engine.cache.listed_segment as listed_segment
     from normstats.sources import folder
 
     root, cache, point, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -50,7 +50,7 @@ CHILD = textwrap.dedent("""
     if point == "marker":       # data of segment `count` written, its marker not
         die_on(store, "write_json_atomic", lambda path, data: path.parent.name == "markers")
     elif point == "array":      # in the middle of one segment's arrays
-        die_on(zarr.Group, "create_array")
+        die_on(listed_segment, "write_array")
     elif point == "compact":    # new segment committed, old ones not yet removed
         die_on(store.DatasetCache, "remove_all_but")
     elif point == "rmtree":     # old markers removed, old data half deleted
@@ -59,7 +59,7 @@ CHILD = textwrap.dedent("""
                 if path.name != keep + ".json":
                     path.unlink()
             old = [p for p in self.segments_dir.iterdir() if p.is_dir() and p.name != keep]
-            store.shutil.rmtree(old[0])
+            shutil.rmtree(old[0])
             os.kill(os.getpid(), signal.SIGKILL)
         store.DatasetCache.remove_all_but = half
     slow = float(os.environ.get("SLOW_TASK", "0"))

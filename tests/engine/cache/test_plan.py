@@ -100,3 +100,38 @@ def test_every_file_is_either_reused_once_with_its_exact_key_or_computed(raw_seg
     assert computed | {p for p, _, _ in reused} == set(listed)
     assert not computed & {p for p, _, _ in reused}
     assert decision.stale == sum(s.entries for s in segments) - len(reused)
+
+
+def test_a_path_held_twice_is_answered_by_its_first_matching_row():
+    seg = segment("s1", [("a", 9, 9), ("b", 2, 2), ("a", 1, 1), ("a", 1, 1)])
+    decision = plan([FileEntry("a", 1, 1), FileEntry("b", 2, 2)], [seg])
+    assert [(name, rows.tolist()) for name, rows in decision.reuse] == [("s1", [1, 2])]
+    assert [listed.tolist() for listed in decision.listed] == [[1, 0]]
+    assert decision.stale == 2 and not decision.compute
+
+
+def test_a_failure_in_a_newer_segment_answers_before_an_older_record():
+    failure = CachedFailure("a", 1, 1, "truncated", 0, SkipKind.UNREADABLE)
+    old, new = segment("s1", [("a", 1, 1)]), segment("s2", [], (failure,))
+    decision = plan([FileEntry("a", 1, 1)], [old, new])
+    assert decision.failures == (failure,) and decision.reuse == () and decision.stale == 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3)), min_size=1, max_size=8),
+       st.lists(st.booleans(), min_size=8, max_size=8))
+def test_a_segment_of_exactly_the_listing_is_matched_as_any_other(keys, changed):
+    """The row-for-row match of a segment listing exactly the listed paths (a compacted
+    group) decides what the path-by-path match decides."""
+    files = [FileEntry(f"f{i}", s, m) for i, (s, m) in enumerate(keys)]
+    entries = [(f.path, f.size + changed[i], f.mtime_ns) for i, f in enumerate(files)]
+    exact = plan(files, [segment("s1", entries)])
+    by_path = plan(files, [segment("s1", entries[::-1])])  # same entries, other order
+    assert [f.path for f in exact.compute] == [f.path for f in by_path.compute]
+    reused = sorted(entries[r][0] for _, rows in exact.reuse for r in rows.tolist())
+    assert reused == sorted(entries[::-1][r][0] for _, rows in by_path.reuse
+                            for r in rows.tolist())
+    for decision in (exact, by_path):
+        for (_, rows), listed in zip(decision.reuse, decision.listed):
+            assert all(files[li].path == (entries if decision is exact else entries[::-1])[r][0]
+                       for r, li in zip(rows.tolist(), listed.tolist()))

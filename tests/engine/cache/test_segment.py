@@ -106,10 +106,11 @@ def test_array_metadata_promising_more_than_the_marker_is_damage(segment):
 
 def test_a_link_to_a_directory_inside_an_array_is_damage(segment, tmp_path):
     folder, _ = segment
-    chunks = folder / "pixels" / "c"
-    os.rename(chunks, tmp_path / "elsewhere")
-    chunks.symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(DamagedFile, match=r"pixels/c: a link to .*elsewhere: not a regular "
+    chunk = folder / "pixels" / "c.0"
+    (tmp_path / "elsewhere").mkdir()
+    os.rename(chunk, tmp_path / "elsewhere" / "c.0")
+    chunk.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(DamagedFile, match=r"pixels/c.0: a link to .*elsewhere: not a regular "
                                           r"file \(a directory\)"):
         check_segment_files(folder, ["pixels"], 2, 3)
 

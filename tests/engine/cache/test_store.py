@@ -104,7 +104,7 @@ def test_truncated_chunk_and_deleted_metadata_are_recomputed(folder, tmp_path):
     cache = tmp_path / "cache"
     cached(folder, cache)
     segment = only_segment(cache)
-    chunk = segment / "sums" / "c" / "0" / "0"
+    chunk = segment / "sums" / "c.0.0"
     chunk.write_bytes(chunk.read_bytes()[:7])
     stats = cached(folder, cache)
     assert (stats.images_decoded, stats.images_cached) == (30, 0)
@@ -123,7 +123,7 @@ def test_missing_chunk_is_not_read_as_fill_values(folder, tmp_path):
     cache = tmp_path / "cache"
     cached(folder, cache)
     segment = only_segment(cache)
-    (segment / "pixels" / "c" / "0").unlink()
+    (segment / "pixels" / "c.0").unlink()
     stats = cached(folder, cache)
     assert stats.images_decoded == 30
     assert_identical(stats, cold(folder))

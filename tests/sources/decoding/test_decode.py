@@ -113,7 +113,7 @@ def tiff_bytes(width: int, height: int, samples: int, bits: int, sample_format: 
     per_sample = {258: shorts(bits, samples), 339: shorts(sample_format, samples)}
     strip = bytes(width * height * samples * bits // 8)
     extra_at = 8 + 2 + 12 * 11 + 4  # after the header and the IFD
-    strip_at = extra_at + sum(len(v) for v in per_sample.values())
+    strip_at = extra_at + sum(len(v) for v in per_sample.values() if len(v) > 4)
     tags = [(256, 4, 1, longs(width)), (257, 4, 1, longs(height)),
             (258, 3, samples, per_sample[258]), (259, 3, 1, shorts(1)),
             (262, 3, 1, shorts(2 if samples >= 3 else 1)), (273, 4, 1, longs(strip_at)),
@@ -129,23 +129,27 @@ def tiff_bytes(width: int, height: int, samples: int, bits: int, sample_format: 
     return out + longs(0) + extra + strip
 
 
-@pytest.mark.parametrize(("layout", "words"), [
-    ((5, 8, 1), "5 samples per pixel, 8-bit unsigned integer"),
-    ((1, 64, 3), "1 sample per pixel, 64-bit floating point"),
-    ((1, 24, 1), "1 sample per pixel, 24-bit unsigned integer"),
-    ((7, 16, 2), "7 samples per pixel, 16-bit signed integer"),
+@pytest.mark.parametrize(("layout", "words", "dtype"), [
+    ((5, 8, 1), "5 samples per pixel, 8-bit unsigned integer", "uint8"),
+    ((1, 64, 3), "1 sample per pixel, 64-bit floating point", "float64"),
+    ((1, 24, 1), "1 sample per pixel, 24-bit unsigned integer", "uint32"),
+    ((7, 16, 2), "7 samples per pixel, 16-bit signed integer", "int16"),
 ], ids=["5-samples", "float64", "24-bit", "7-samples-int16"])
 @pytest.mark.parametrize("order", ["<", ">"], ids=["II", "MM"])
-def test_tiffs_pillow_cannot_open_say_what_they_are(layout, words, order):
+def test_tiffs_pillow_cannot_open_take_the_raster_path_under_keep(layout, words, dtype, order):
     samples, bits, sample_format = layout
     data = tiff_bytes(3, 2, samples, bits, sample_format, order)
     with pytest.raises(UnidentifiedImageError):
         Image.open(io.BytesIO(data))  # the premise: Pillow has no mode for them
-    for mode in ("RGB", "keep"):
+    for mode in ("RGB", "L", "RGBA"):
         with pytest.raises(UnreadableInputError) as refused:
             decode_bytes(data, "x.tif", DecodePolicy(mode))
-        assert str(refused.value) == (f"x.tif: a TIFF Pillow cannot decode ({words}); "
-                                      "normstats reads TIFFs only through Pillow today")
+        assert str(refused.value) == (
+            f"x.tif: TIFF raster ({words}): the {mode} policy converts colour images and "
+            "would drop bands or clip them; use --mode keep to compute its bands")
+    image = decode_bytes(data, "x.tif", DecodePolicy("keep"))
+    assert image.pixels.shape == (2, 3, samples) and str(image.pixels.dtype) == dtype
+    assert image.raster and image.raw_units and not image.pixels.any()
 
 
 def test_a_tiff_whose_directory_is_cut_off_is_still_damaged():
@@ -155,14 +159,14 @@ def test_a_tiff_whose_directory_is_cut_off_is_still_damaged():
             decode_bytes(cut, "x.tif", DecodePolicy("keep"))
 
 
-def test_a_16_bit_rgb_tiff_is_never_reduced_to_8_bits_under_keep():
+def test_a_16_bit_rgb_tiff_is_read_at_16_bits_under_keep():
     values = np.arange(2 * 3 * 3, dtype="<u2").reshape(2, 3, 3) * 3000 + 7
     data = bytearray(tiff_bytes(3, 2, 3, 16, 1))
     data[-values.nbytes:] = values.tobytes()
     assert Image.open(io.BytesIO(bytes(data))).mode == "RGB"  # Pillow keeps 8 bits of 16
-    with pytest.raises(UnreadableInputError, match="x.tif: 16-bit colour TIFF: Pillow can only "
-                                                   "decode it to 8 bits.*--mode RGB"):
-        decode_bytes(bytes(data), "x.tif", DecodePolicy("keep"))
+    image = decode_bytes(bytes(data), "x.tif", DecodePolicy("keep"))
+    assert image.pixels.dtype == np.uint16 and (image.pixels == values).all()
+    assert image.channel_names == ("R", "G", "B") and image.raw_units
     rgb = decode_bytes(bytes(data), "x.tif", DecodePolicy("RGB")).pixels
     assert np.array_equal(rgb, np.asarray(Image.open(io.BytesIO(bytes(data))).convert("RGB")))
 

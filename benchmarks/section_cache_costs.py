@@ -1,0 +1,141 @@
+"""What the record cache costs at the limit (issue 30): filling it, holding it, re-reading it.
+
+Every measurement is a fresh process, alternated round by round with what it is compared
+to, so a machine busy for a while slows both alike:
+
+- cold: ``normstats compute FOLDER --workers 2`` without the cache and with a fresh one,
+  on photo-like PNGs 16² (decoding is cheap there, so what caching costs shows): the time
+  filling the cache adds, and the peak resident memory (VmHWM) of the process that runs
+  the pipeline, with the cache against without;
+- warm: the same command re-run on its cache (``normstats compute FOLDER --cache C``)
+  against `walk_stat.py`, a process that only lists the tree and stats every file, the
+  least any tool that keys a cache on each file's size and time can do.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from synthetic import make_photo_png_folder
+from timing import goal
+
+from normstats.engine.cache.run import FLUSH_SECONDS
+from normstats.engine.cache.writer import FLUSH_ROWS
+
+HERE = Path(__file__).resolve().parent
+
+#: The command line in a process that says its own peak resident memory on stderr.
+_CLI = """
+import sys
+import normstats_cli
+sys.argv = ["normstats", *sys.argv[1:]]
+try:
+    normstats_cli.run()
+except SystemExit:
+    pass
+peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+print("peak_kb", peak, file=sys.stderr)
+"""
+
+
+def _process(command: list[str]) -> tuple[float, float]:
+    """Seconds of a fresh process, and its peak resident MB when it says it (else NaN)."""
+    start = time.perf_counter()
+    done = subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
+    seconds = time.perf_counter() - start
+    peaks = [line.split()[1] for line in done.stderr.splitlines() if line.startswith("peak_kb")]
+    return seconds, int(peaks[-1]) / 1024 if peaks else float("nan")
+
+
+def _cli(*arguments: str) -> list[str]:
+    return [sys.executable, "-c", _CLI, *arguments]
+
+
+def cold_rounds(folder: Path, scratch: Path, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """A run without the cache and one filling a fresh cache, alternated ``rounds`` times."""
+    runs: dict[str, list[tuple[float, float]]] = {"plain": [], "cached": []}
+    _process(_cli("compute", str(folder), "--no-cache", "--workers", "2"))  # file cache warm
+    for round_ in range(rounds):
+        cache = scratch / f"cold-{round_}"
+        runs["plain"].append(_process(_cli("compute", str(folder), "--no-cache",
+                                           "--workers", "2")))
+        runs["cached"].append(_process(_cli("compute", str(folder), "--cache", str(cache),
+                                            "--workers", "2")))
+        if round_ < rounds - 1:
+            shutil.rmtree(cache)  # the last one stays: the warm runs read it
+    return runs
+
+
+def warm_rounds(folder: Path, cache: Path, rounds: int) -> dict[str, list[float]]:
+    """The warm re-run and the walk+stat floor, alternated ``rounds`` times."""
+    script = str(Path(sys.executable).with_name("normstats"))
+    commands = {"warm": [script, "compute", str(folder), "--cache", str(cache)],
+                "floor": [sys.executable, str(HERE / "walk_stat.py"), str(folder)]}
+    for command in commands.values():  # the file system's caches warm
+        _process(command)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, command in commands.items():
+            times[name].append(_process(command)[0])
+    return times
+
+
+def bench_cache_costs(quick: bool) -> dict:
+    """Filling the record cache, the memory it takes, and a warm re-run against the floor."""
+    big, small = (20_000, 2_000) if quick else (100_000, 10_000)
+    rounds = 2 if quick else 3
+    folders = {n: make_photo_png_folder(n, 16)[0].parent.parent for n in (big, small)}
+    with tempfile.TemporaryDirectory(prefix="normstats-cache-costs-") as scratch:
+        cold = cold_rounds(folders[big], Path(scratch), rounds)
+        warm = {big: warm_rounds(folders[big], Path(scratch) / f"cold-{rounds - 1}",
+                                 rounds + 2)}
+        small_cache = Path(scratch) / "small"
+        _process(_cli("compute", str(folders[small]), "--cache", str(small_cache)))
+        warm[small] = warm_rounds(folders[small], small_cache, rounds + 4)
+    med = {name: statistics.median(s for s, _ in runs) for name, runs in cold.items()}
+    peak = {name: statistics.median(p for _, p in runs) for name, runs in cold.items()}
+    warm_med = {n: {name: statistics.median(t) for name, t in times.items()}
+                for n, times in warm.items()}
+    values = {"big": big, "small": small, "rounds": rounds,
+              "flush_seconds": FLUSH_SECONDS, "flush_rows": FLUSH_ROWS,
+              "filling_cost": med["cached"] / med["plain"] - 1,
+              "peak_ratio": peak["cached"] / peak["plain"],
+              "peak_plain_mb": peak["plain"], "peak_cached_mb": peak["cached"],
+              "bytes_per_image": (peak["cached"] - peak["plain"]) * 2**20 / big,
+              "warm_ratio_big": warm_med[big]["warm"] / warm_med[big]["floor"],
+              "warm_ratio_small": warm_med[small]["warm"] / warm_med[small]["floor"]}
+    rows = [[f"cold, no cache: {big:,} PNGs 16²", med["plain"],
+             [min(s for s, _ in cold["plain"]), max(s for s, _ in cold["plain"])],
+             peak["plain"]],
+            [f"cold, filling the cache: {big:,} PNGs 16²", med["cached"],
+             [min(s for s, _ in cold["cached"]), max(s for s, _ in cold["cached"])],
+             peak["cached"]]]
+    for n in (big, small):
+        rows += [[f"warm re-run: {n:,} files", warm_med[n]["warm"],
+                  [min(warm[n]["warm"]), max(warm[n]["warm"])], float("nan")],
+                 [f"walk+stat floor (walk_stat.py): {n:,} files", warm_med[n]["floor"],
+                  [min(warm[n]["floor"]), max(warm[n]["floor"])], float("nan")]]
+    table = {"columns": [["fresh process (2 workers)", ""], ["median s", "{:.3f}"],
+                         ["min–max s", "{:.3f}"], ["peak MB", "{:,.1f}"]], "rows": rows}
+    return {"title": "the record cache at the limit", "tables": {"main": table},
+            "values": values, "goals": [
+                goal(f"filling the record cache: ≤ +10% on a cold run of {big:,} PNGs 16²",
+                     values["filling_cost"], "<=", 0.10, "{:+.1%}"),
+                goal("peak memory of a cached cold run ≤ 1.3× without the cache",
+                     values["peak_ratio"], "<=", 1.3, "{:.2f}×"),
+                goal(f"warm re-run of {big:,} files ≤ 1.5× a walk+stat process",
+                     values["warm_ratio_big"], "<=", 1.5, "{:.2f}×"),
+                goal(f"warm re-run of {small:,} files ≤ 3× a walk+stat process",
+                     values["warm_ratio_small"], "<=", 3, "{:.2f}×")]}
+
+
+if __name__ == "__main__":  # one section alone, printed (run.py saves and renders)
+    print(json.dumps(bench_cache_costs("--quick" in sys.argv), indent=1, ensure_ascii=False))

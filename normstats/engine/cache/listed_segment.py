@@ -1,0 +1,183 @@
+"""Writing a segment of listed files' records, one array at a time: commits and compaction.
+
+A segment written here holds records of files of the listing, in the order of the
+listing, keyed with the listing's own paths, sizes, mtimes and stamps (a record is
+written or reused only for a listed file with exactly its key). Its records come from
+memory (the results a run has received since its last commit; the rows of the segments it
+loaded that it keeps) or from disk (the segments the run committed as it went, which a
+compaction gathers into one). Each array is made from every part, put in listing order,
+added to the digest, written and dropped before the next: a compaction of a million
+images holds one array at a time (~30 MB), never all the records (~250 MB with their
+paths). Arrays follow `normstats.maths.records.concat_records`: the channel cross sums
+only when every part holds them, valid-value counts when any part does (every pixel
+counted for the others).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from normstats.engine.cache.plan import CachedFailure
+from normstats.engine.cache.segment import (
+    MARKER_LIMIT,
+    add_to_digest,
+    header_digest,
+    read_cache_json,
+    read_segment_array,
+    record_layout,
+    segment_header,
+)
+from normstats.engine.cache.store import DatasetCache, new_segment_name
+from normstats.engine.cache.zarr_chunks import make_group, write_array
+from normstats.maths.records import Records, has_cross_sums
+from normstats.sources.file_list import FileList
+
+__all__ = ["RecordRows", "WrittenSegment", "write_listed"]
+
+
+@dataclass(frozen=True, eq=False)
+class RecordRows:
+    """Records in memory (``rows`` of them, or all), and the listed file each answers."""
+
+    records: Records
+    listed: np.ndarray
+    rows: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class WrittenSegment:
+    """A segment committed by this run, and the listed file each of its rows answers."""
+
+    name: str
+    listed: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class _Part:
+    """One source of rows: records in memory, or a segment on disk and its marker."""
+
+    listed: np.ndarray
+    memory: RecordRows | None = None
+    folder: Path | None = None
+    marker: dict | None = None
+
+    @property
+    def signature(self) -> tuple:
+        if self.memory is not None:
+            records = self.memory.records
+            return (type(records).__name__, records.dtype, tuple(records.channel_names),
+                    records.raw_units)
+        marker = self.marker
+        return (marker["kind"], marker["dtype"], tuple(marker["channels"]),
+                marker.get("raw_units") is True)
+
+    def holds(self, field: str) -> bool:
+        if self.memory is not None:
+            records = self.memory.records
+            return records.valid is not None if field == "valid" else has_cross_sums(records)
+        return field in self.marker.get("optional", [])
+
+    def column(self, field: str, channels: int) -> np.ndarray:
+        """The part's values of a record field, in its row order."""
+        if field == "valid" and not self.holds("valid"):  # every pixel counted
+            pixels = self.column("pixels", channels).astype(np.int64)
+            return np.broadcast_to(pixels[:, None], (len(pixels), channels))
+        if self.memory is not None:
+            values = getattr(self.memory.records, field)
+            return values if self.memory.rows is None else values[self.memory.rows]
+        return read_segment_array(self.folder, field, int(self.marker["rows"]), channels)
+
+
+def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[RecordRows],
+                 on_disk: Sequence[WrittenSegment], failures: Sequence[CachedFailure],
+                 compress: bool = True) -> WrittenSegment:
+    """Commit one segment of the records ``in_memory``, those of the segments ``on_disk``
+    and ``failures``, in the order of ``files``; return it (the others are untouched).
+    ``compress``: its arrays compressed (zstd).
+
+    Raises `ValueError` when the parts cannot make one segment (records that cannot be
+    pooled, a file answered twice); nothing is committed then.
+    """
+    parts = [_Part(part.listed, memory=part) for part in in_memory if len(part.listed)]
+    for segment in on_disk:
+        marker = read_cache_json(store.markers_dir / f"{segment.name}.json", MARKER_LIMIT)
+        if marker["rows"]:
+            parts.append(_Part(segment.listed, folder=store.segments_dir / segment.name,
+                               marker=marker))
+    name = new_segment_name()
+    if not parts:
+        header = segment_header(name, None, tuple(failures))
+        store.commit(name, {**header, "digest": "sha256:" + header_digest(header).hexdigest()})
+        return WrittenSegment(name, np.zeros(0, np.int64))
+    kinds = {part.signature for part in parts}
+    if len(kinds) > 1:
+        raise ValueError("records of different kinds cannot be one segment")
+    (kind, dtype, channels, raw_units), = kinds
+    listed = np.concatenate([part.listed for part in parts])
+    order = np.argsort(listed, kind="stable")
+    rows = listed[order]
+    if len(rows) > 1 and (rows[1:] == rows[:-1]).any():
+        raise ValueError("a file answered twice")
+    rank = np.empty(len(order), np.int64)  # where each part's row goes
+    rank[order] = np.arange(len(order))
+    del listed, order
+    fields, optional = _fields(kind, parts)
+    header = segment_header(name, _template(kind, dtype, channels, raw_units, optional),
+                            tuple(failures), rows=len(rows))
+    digest = header_digest(header)
+    folder = store.segments_dir / name
+    make_group(folder)
+    kept = files if len(rows) == len(files) else files.take(rows)
+    for field in sorted(fields):
+        values = _listing_column(kept, field)
+        if values is None:
+            values = _gathered(parts, field, len(channels), rank)
+        add_to_digest(digest, field, values)
+        write_array(folder / field, values, compress)
+        del values
+    store.commit(name, {**header, "digest": "sha256:" + digest.hexdigest()})
+    return WrittenSegment(name, rows)
+
+
+def _gathered(parts: list[_Part], field: str, channels: int, rank: np.ndarray) -> np.ndarray:
+    """A record field of every part, each row at its ``rank``: one part read at a time."""
+    values, start = None, 0
+    for part in parts:
+        column = part.column(field, channels)
+        if values is None:
+            values = np.empty((len(rank), *column.shape[1:]), column.dtype)
+        values[rank[start:start + len(column)]] = column
+        start += len(column)
+    return values
+
+
+def _fields(kind: str, parts: list[_Part]) -> tuple[list[str], list[str]]:
+    """Every array of the segment, and its optional ones."""
+    _, required, optional_fields = record_layout(kind)
+    optional = [f for f in optional_fields
+                if (any if f == "valid" else all)(part.holds(f) for part in parts)]
+    return ["path_bytes", "size", "mtime_ns", "stamp", *required, *optional], optional
+
+
+def _listing_column(kept: FileList, field: str) -> np.ndarray | None:
+    """The arrays the listing itself gives (the key of every row), or None."""
+    if field == "path_bytes":
+        return kept.joined_paths()
+    columns = {"size": kept.sizes, "mtime_ns": kept.mtimes, "stamp": kept.stamps}
+    return np.ascontiguousarray(columns[field], np.int64) if field in columns else None
+
+
+def _template(kind: str, dtype: str, channels: tuple[str, ...], raw_units: bool,
+              optional: list[str]) -> Records:
+    """Records of no image of the segment's kind: what its marker's header describes."""
+    kind_class, required, _ = record_layout(kind)
+    count = len(channels)
+    arrays = {f: np.zeros((0,) if f == "pixels" else (0, count)) for f in required}
+    arrays.update({f: np.zeros((0, count if f == "valid" else count * (count - 1) // 2))
+                   for f in optional})
+    return kind_class(dtype=dtype, channel_names=channels, keys=(), raw_units=raw_units,
+                      **arrays)

@@ -1,0 +1,194 @@
+"""Committing a run's records to the cache as they arrive, a segment at a time.
+
+A `SegmentWriter` receives each decoded task's result in the process that runs the
+pipeline and commits what has arrived every ``flush_seconds`` or every `FLUSH_ROWS`
+images, whichever comes first: a kill loses at most that much work. These commits are not
+compressed: the compaction that ends a run of several of them (and compresses) reads them
+back at once, and a run of one leaves one small segment. A result is reduced
+on arrival to its record arrays and the listed row each record answers (its path
+strings are dropped: the listing has them), so the process holds ~110 bytes an image
+until the next commit, and afterwards 8 (the listed rows, which the compaction needs).
+Segments are written by `normstats.engine.cache.listed_segment.write_listed`.
+
+Each record is keyed by the listed file it came from. A task's files are consecutive in
+the listing, which the walk makes in the order of the paths, so a result is looked up in
+its own window of the listing, found by binary search on its smallest path; a dict of
+every listed path (~150 bytes a file) is built only if that fails (a listing in another
+order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from itertools import count, repeat
+
+import numpy as np
+
+from normstats.engine.cache.listed_segment import RecordRows, WrittenSegment, write_listed
+from normstats.engine.cache.plan import CachedFailure, is_cacheable_failure
+from normstats.engine.cache.store import DatasetCache
+from normstats.maths.records import Records
+from normstats.sources.base import TaskResult
+from normstats.sources.file_list import FileEntry, FileList
+
+__all__ = ["SegmentWriter", "FLUSH_ROWS"]
+
+#: Results are committed at least every this many images (what a run holds at most).
+FLUSH_ROWS = 1 << 14
+
+log = logging.getLogger("normstats.engine.cache")
+OnResult = Callable[[TaskResult], None]
+
+
+class SegmentWriter:
+    """Receives each decoded task's result and commits them to the cache in segments.
+
+    Parameters
+    ----------
+    store : DatasetCache or None
+        Where to write; None writes nothing (read-only run).
+    files : sequence of FileEntry
+        The walk's files, for the size, mtime and stamp of each record's key.
+    flush_seconds : float
+        Commit buffered results once this much time has passed since the last commit.
+    downstream : callable, optional
+        Also receives every result (the caller's ``on_result``).
+    keep : frozenset of str
+        Paths whose records are kept (``kept``): the files ``--verify-cache`` decodes again.
+    """
+
+    def __init__(self, store: DatasetCache | None, files: Sequence[FileEntry],
+                 flush_seconds: float, downstream: OnResult | None = None,
+                 keep: frozenset[str] = frozenset()) -> None:
+        self.store = store
+        self.files = FileList.of(files)
+        self.flush_seconds = flush_seconds
+        self.downstream = downstream
+        self.keep = keep
+        #: Records of the ``keep`` paths, as decoded.
+        self.kept: list[Records] = []
+        #: The cacheable failures committed so far.
+        self.failures: list[CachedFailure] = []
+        #: The segments committed so far, with the listed row of each record.
+        self.written: list[WrittenSegment] = []
+        self._pending: list[RecordRows] = []
+        self._pending_failures: list[CachedFailure] = []
+        self._pending_rows = 0
+        self._last = time.monotonic()
+
+    def __call__(self, result: TaskResult) -> None:
+        if self.downstream is not None:
+            self.downstream(result)
+        records = result.records
+        if self.keep and records is not None:
+            rows = [i for i, key in enumerate(records.keys) if key in self.keep]
+            if rows:
+                self.kept.append(records.take(np.asarray(rows)))
+        if self.store is not None:
+            self._receive(result)
+        if self._pending_rows >= FLUSH_ROWS or \
+                time.monotonic() - self._last >= self.flush_seconds:
+            self.flush()
+
+    def _receive(self, result: TaskResult) -> None:
+        """Hold the result's record arrays and listed rows, and its cacheable failures."""
+        try:
+            records = result.records
+            if records is not None:
+                listed = self._rows_of(records.keys, result.images + len(result.skipped))
+                self._pending.append(RecordRows(dataclasses.replace(records, keys=()), listed))
+                self._pending_rows += len(listed)
+            self._pending_failures += self._failures(result)
+        except Exception as error:  # noqa: BLE001 - caching must never fail the run
+            self._stop(error)
+
+    @property
+    def segments(self) -> int:
+        """Segments committed so far."""
+        return len(self.written)
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether results have arrived that a commit would write."""
+        return bool(self._pending or self._pending_failures)
+
+    def flush(self) -> None:
+        """Commit what has arrived: one segment per kind of record, in listing order."""
+        pending, failures = self._pending, self._pending_failures
+        self._pending, self._pending_failures, self._pending_rows = [], [], 0
+        self._last = time.monotonic()
+        if self.store is None or not (pending or failures):
+            return
+        groups: dict[tuple, list[RecordRows]] = {}
+        for part in pending:
+            groups.setdefault(part.records.signature, []).append(part)
+        try:
+            for index, parts in enumerate(groups.values() or [[]]):
+                self.written.append(write_listed(self.store, self.files, parts, (),
+                                                 failures if index == 0 else (),
+                                                 compress=False))
+            self.failures += failures
+        except Exception as error:  # noqa: BLE001 - caching must never fail the run
+            self._stop(error)
+
+    def close(self) -> None:
+        """Commit whatever is still buffered (also after Ctrl-C or an error)."""
+        self.flush()
+
+    def _stop(self, error: Exception) -> None:
+        if self.store is not None:
+            log.warning("normstats: stopped writing to the cache %s (%s); the result is "
+                        "unaffected", self.store.path, error)
+        self.store = None
+        self._pending, self._pending_failures, self._pending_rows = [], [], 0
+
+    def _failures(self, result: TaskResult) -> list[CachedFailure]:
+        failures = []
+        for skipped in result.skipped:
+            row = self._row(skipped.path) if is_cacheable_failure(skipped.kind) else None
+            if row is not None:
+                files = self.files
+                failures.append(CachedFailure(skipped.path, int(files.sizes[row]),
+                                              int(files.mtimes[row]), skipped.reason,
+                                              int(files.stamps[row]), skipped.kind))
+        return failures
+
+    def _rows_of(self, keys: Sequence[str], span: int) -> np.ndarray:
+        """The listed row of each key, looked up among the ``span`` files from the
+        smallest key's (a task's files); `KeyError` for a key not listed."""
+        first = self._find(min(keys)) if keys else None
+        if first is not None:
+            window = dict(zip(self.files[first:first + span].paths(), count(first)))
+            rows = np.fromiter(map(window.get, keys, repeat(-1)), np.int64, len(keys))
+            if rows.min() >= 0:
+                return rows
+        rows = np.fromiter(map(self.rows.get, keys, repeat(-1)), np.int64, len(keys))
+        if len(rows) and rows.min() < 0:
+            raise KeyError(f"{keys[int(np.argmin(rows))]} is not a listed file")
+        return rows
+
+    def _row(self, path: str) -> int | None:
+        """The listed row of ``path``, or None."""
+        found = self._find(path)
+        return found if found is not None else self.rows.get(path)
+
+    def _find(self, path: str) -> int | None:
+        """The row of ``path`` by binary search (the listing is in path order), or None."""
+        files = self.files
+        low, high = 0, len(files)
+        while low < high:
+            middle = (low + high) // 2
+            if files[middle].path < path:
+                low = middle + 1
+            else:
+                high = middle
+        return low if low < len(files) and files[low].path == path else None
+
+    @cached_property
+    def rows(self) -> dict[str, int]:
+        """Row of each path in ``files``, built only for a listing not in path order."""
+        return dict(zip(self.files.paths(), count()))

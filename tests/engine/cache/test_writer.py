@@ -1,0 +1,139 @@
+"""Commits as results arrive, and segments of listed records written one array at a time."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import normstats
+from normstats.engine.cache import writer as writer_module
+from normstats.engine.cache.listed_segment import RecordRows, write_listed
+from normstats.engine.cache.segment import read_segment
+from normstats.engine.cache.store import DatasetCache
+from normstats.engine.cache.writer import SegmentWriter
+from normstats.maths.records import concat_records, cross_sums_wanted, records_from_stack
+from normstats.sources.base import TaskResult
+from normstats.sources.decoding.policy import DecodePolicy
+from normstats.sources.file_list import FileList
+from normstats.sources.folder import FolderSource
+
+
+def make_folder(root: Path, count: int) -> Path:
+    for i in range(count):
+        rng = np.random.default_rng(i)
+        path = root / f"d{i % 3}" / f"{i:03d}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (5, 4, 3), dtype=np.uint8)).save(path)
+    return root
+
+
+def loaded(store: DatasetCache) -> list:
+    return [read_segment(store.segments_dir, marker)
+            for marker in sorted(store.markers_dir.glob("*.json"))]
+
+
+def test_many_commits_end_as_one_segment_in_listing_order(tmp_path, monkeypatch):
+    """Commits every 3 images, from two worker processes finishing in any order: the run
+    ends with one segment whose rows are the listing's, so the next plan matches it row
+    for row, and every run equals a cold run bit for bit."""
+    folder = make_folder(tmp_path / "data", 40)
+    monkeypatch.setattr(writer_module, "FLUSH_ROWS", 3)
+    reference = normstats.compute(folder, cache=False, workers=1)
+    first = normstats.compute(folder, cache=tmp_path / "c", workers=2, task_size=2)
+    store = DatasetCache.open(tmp_path / "c", str(folder), DecodePolicy())
+    (segment,) = loaded(store)
+    assert list(segment.index.paths) == FolderSource(folder).walk.files.paths()
+    warm = normstats.compute(folder, cache=tmp_path / "c", workers=2)
+    assert first == reference == warm and warm.images_decoded == 0
+
+
+def result_of(files: FileList, rows: list[int], seed: int) -> TaskResult:
+    rng = np.random.default_rng(seed)
+    stack = rng.integers(0, 256, (len(rows), 3, 2, 3), dtype=np.uint8)
+    return TaskResult(records_from_stack(stack, keys=tuple(files[r].path for r in rows),
+                                         channel_names=("R", "G", "B")))
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_each_record_is_keyed_by_its_own_listed_file(tmp_path, order):
+    """A listing in path order is searched a task's window at a time; any other order
+    through a dict of every path: either way each record gets its own file's key."""
+    paths = [f"f{i:02d}.png" for i in range(12)]
+    if order == "shuffled":
+        paths = paths[5:] + paths[:5]
+    files = FileList.from_columns(paths, np.arange(12) + 100, np.arange(12) * 7,
+                                  np.arange(12) * 11)
+    store = DatasetCache.open(tmp_path, str(tmp_path / "data"), DecodePolicy())
+    writer = SegmentWriter(store, files, flush_seconds=3600)
+    results = [result_of(files, [4, 5, 8], 1), result_of(files, [0, 1, 2, 3], 2),
+               result_of(files, [9, 6, 7], 3), result_of(files, [10, 11], 4)]
+    for result in results:
+        writer(result)
+    writer.close()
+    (segment,) = loaded(store)
+    expected = concat_records([r.records for r in results])
+    for position, path in enumerate(segment.index.paths):
+        row = paths.index(path)
+        assert (segment.index.sizes[position], segment.index.mtimes[position],
+                segment.index.stamps[position]) == (100 + row, 7 * row, 11 * row)
+        mine = expected.keys.index(path)
+        assert np.array_equal(segment.records.sums[position], expected.sums[mine])
+    assert sorted(segment.index.paths) == sorted(expected.keys)
+
+
+def test_a_result_waiting_for_its_commit_holds_no_path_strings(tmp_path):
+    files = FileList.from_columns([f"{i}.png" for i in range(4)], [1] * 4, [2] * 4)
+    store = DatasetCache.open(tmp_path, str(tmp_path / "data"), DecodePolicy())
+    writer = SegmentWriter(store, files, flush_seconds=3600)
+    writer(result_of(files, [0, 1, 2, 3], 0))
+    assert [part.records.keys for part in writer._pending] == [()]
+    assert writer._pending[0].listed.tolist() == [0, 1, 2, 3]
+
+
+def parts(valid: tuple[bool, bool], cross: tuple[bool, bool]) -> list[RecordRows]:
+    made = []
+    for index in (0, 1):
+        rng = np.random.default_rng(index)
+        with cross_sums_wanted(cross[index]):
+            records = records_from_stack(rng.integers(0, 256, (3, 2, 2, 3), dtype=np.uint8),
+                                         keys=tuple(f"{index}{i}" for i in range(3)),
+                                         channel_names=("R", "G", "B"))
+        if valid[index]:
+            records = dataclasses.replace(records, valid=np.full((3, 3), 4, np.int64))
+        made.append(RecordRows(records, np.array([4, 0, 2]) + index))
+    return made
+
+
+@pytest.mark.parametrize("valid, cross", [((False, False), (True, True)),
+                                          ((True, False), (True, False)),
+                                          ((False, True), (False, False))])
+def test_a_segment_written_array_by_array_holds_what_joined_records_hold(tmp_path, valid,
+                                                                        cross):
+    """Valid-value counts when any part has them, cross sums only when all do, rows in
+    listing order: `concat_records`, then sorted, one array at a time."""
+    files = FileList.from_columns([f"{r}.png" for r in range(6)], np.arange(6), np.arange(6))
+    store = DatasetCache.open(tmp_path, str(tmp_path / "data"), DecodePolicy())
+    given = parts(valid, cross)
+    write_listed(store, files, given, (), ())
+    (segment,) = loaded(store)
+    joined = concat_records([part.records for part in given])
+    order = np.argsort(np.concatenate([part.listed for part in given]))
+    expected = joined.take(order)
+    assert segment.index.paths == tuple(f"{r}.png" for r in range(6))
+    for field in expected.array_fields():
+        assert np.array_equal(getattr(segment.records, field), getattr(expected, field)), field
+    assert (segment.records.cross_sums is None) == (not all(cross))
+    assert (segment.records.valid is None) == (not any(valid))
+
+
+def test_records_answering_one_file_twice_are_not_written(tmp_path):
+    files = FileList.from_columns(["a.png", "b.png"], [1, 2], [3, 4])
+    store = DatasetCache.open(tmp_path, str(tmp_path / "data"), DecodePolicy())
+    records = parts((False, False), (False, False))[0].records
+    with pytest.raises(ValueError, match="answered twice"):
+        write_listed(store, files, [RecordRows(records, np.array([0, 1, 0]))], (), ())
+    assert loaded(store) == []

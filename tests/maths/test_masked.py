@@ -1,0 +1,224 @@
+"""Records with nodata left out band by band, against Python-int and Fraction oracles; the
+compiled kernel against numpy's passes; the records' checks and summaries with ``valid``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from normstats.errors import EmptyDatasetError
+from normstats.maths import masked
+from normstats.maths.masked import MaskedRows, masked_records, unusable_images, valid_values
+from normstats.maths.records import concat_records, impossible_rows, records_from_stack
+from normstats.maths.summary import summarize
+from normstats.results.stats import DatasetStats
+
+INTEGERS = ("uint8", "uint16", "int16")
+
+
+def _stack(rng: np.random.Generator, dtype: str, shape=(6, 5, 7, 4)) -> np.ndarray:
+    info = np.iinfo(dtype)
+    stack = rng.integers(info.min, info.max, shape, endpoint=True, dtype=dtype)
+    stack[0, :3] = 9  # nodata in blocks
+    stack[1, ..., 2] = 9  # a band without one valid value in image 1
+    stack[2, 1, 1] = 9
+    return stack
+
+
+def _oracle(stack: np.ndarray, keep: np.ndarray) -> dict[str, list]:
+    """Per image and band from Python ints: count, Σx, Σx², min, max of the kept values."""
+    out: dict[str, list] = {k: [] for k in ("count", "sum", "squares", "low", "high")}
+    for image, kept in zip(stack, keep):
+        row = {k: [] for k in out}
+        for c in range(stack.shape[-1]):
+            values = [int(v) for v in image[..., c][kept[..., c]].tolist()]
+            row["count"].append(len(values))
+            row["sum"].append(sum(values))
+            row["squares"].append(sum(v * v for v in values))
+            row["low"].append(min(values) if values else math.nan)
+            row["high"].append(max(values) if values else math.nan)
+        for k in out:
+            out[k].append(row[k])
+    return out
+
+
+@pytest.mark.parametrize("dtype", INTEGERS)
+@pytest.mark.parametrize("compiled", [True, False], ids=["kernel", "numpy"])
+def test_integer_records_are_the_exact_sums_of_the_valid_values(rng, monkeypatch, dtype,
+                                                                compiled):
+    if not compiled:
+        monkeypatch.setattr(masked, "_kernel", lambda: None)
+    stack = _stack(rng, dtype)
+    records = masked_records(stack, nodata=9, keys=tuple("abcdef"))
+    expected = _oracle(stack, stack != 9)
+    assert records.valid.tolist() == expected["count"]
+    assert records.sums.tolist() == expected["sum"]
+    assert records.sums_sq.tolist() == expected["squares"]
+    np.testing.assert_array_equal(records.minimum, np.array(expected["low"], float))
+    np.testing.assert_array_equal(records.maximum, np.array(expected["high"], float))
+    assert not impossible_rows(records).any()
+
+
+def test_the_kernel_and_numpy_agree_on_extreme_values_and_images_of_many_bands(rng, monkeypatch):
+    for dtype in INTEGERS:
+        info = np.iinfo(dtype)
+        stack = rng.choice(np.array([info.min, info.max, 0, 1], dtype), (3, 9, 11, 20))
+        compiled = masked_records(stack, nodata=float(info.max))
+        monkeypatch.setattr(masked, "_kernel", lambda: None)
+        numpy_passes = masked_records(stack, nodata=float(info.max))
+        monkeypatch.undo()
+        for name in ("valid", "sums", "sums_sq", "minimum", "maximum"):
+            np.testing.assert_array_equal(getattr(compiled, name), getattr(numpy_passes, name))
+
+
+def test_a_mask_leaves_out_exactly_what_it_marks(rng):
+    stack = _stack(rng, "uint16")
+    mask = rng.random(stack.shape) < 0.3
+    records = masked_records(stack, mask=mask)
+    expected = _oracle(stack, ~mask)
+    assert records.valid.tolist() == expected["count"]
+    assert records.sums.tolist() == expected["sum"]
+
+
+def test_without_a_nodata_that_can_match_the_records_are_the_plain_ones(rng):
+    stack = _stack(rng, "uint8")
+    for nodata in (None, 300.0, -1.0, 0.5, math.nan):  # none of them is a uint8 value
+        records = masked_records(stack, nodata=nodata)
+        plain = records_from_stack(stack)
+        assert records.valid is None
+        for name in ("sums", "sums_sq", "minimum", "maximum", "pixels"):
+            np.testing.assert_array_equal(getattr(records, name), getattr(plain, name))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint32"])
+def test_float_and_32_bit_moments_of_the_valid_values_match_fractions(rng, dtype):
+    stack = rng.normal(1e4, 3.0, (4, 6, 5, 3))
+    if dtype in ("int32", "uint32"):
+        stack = rng.integers(0, 2**31 - 1, (4, 6, 5, 3))
+        stack[0, :2] = 7
+    stack = stack.astype(dtype)
+    nodata = 7.0 if dtype.endswith("int32") else None
+    if nodata is None:
+        stack[0, :2] = np.nan
+    stack[3, ..., 1] = np.nan if nodata is None else 7
+    records = masked_records(stack, nodata=nodata)
+    assert type(records).__name__ == "FloatRecords" and records.dtype == dtype
+    keep = valid_values(stack, nodata)
+    for i, image in enumerate(stack):
+        for c in range(3):
+            values = [Fraction(float(v)) for v in image[..., c][keep[i, ..., c]].tolist()]
+            assert records.valid[i, c] == len(values)
+            if not values:
+                assert math.isnan(records.minimum[i, c]) and records.m2s[i, c] == 0
+                continue
+            mean = sum(values) / len(values)
+            m2 = sum((v - mean) ** 2 for v in values)
+            got = Fraction(records.means[i, c]) + Fraction(records.residuals[i, c])
+            assert abs(got - mean) <= abs(mean) * Fraction(1, 10**15)
+            assert abs(Fraction(records.m2s[i, c]) - m2) <= m2 * Fraction(1, 10**12) + 1e-9
+
+
+def test_float_records_with_every_value_valid_are_the_plain_ones(rng):
+    stack = rng.normal(5.0, 2.0, (3, 4, 6, 2))
+    records, plain = masked_records(stack), records_from_stack(stack)
+    assert records.valid.tolist() == [[24, 24]] * 3
+    for name in ("means", "residuals", "m2s", "minimum", "maximum"):
+        np.testing.assert_array_equal(getattr(records, name), getattr(plain, name))
+
+
+def test_images_with_infinite_valid_values_are_unusable():
+    stack = np.array([1.0, np.nan, np.inf, -np.inf]).reshape(4, 1, 1, 1)
+    assert unusable_images(masked_records(stack)).tolist() == [False, False, True, True]
+
+
+def test_masked_rows_reduce_one_image_at_a_time_as_a_stack_would(rng):
+    stack = _stack(rng, "uint16")
+    rows = MaskedRows(capacity=2)  # fewer rows than images: the group grows
+    for i, image in enumerate(stack):
+        rows.add(str(i), image, ("a", "b", "c", "d"), 9.0, True)
+    (batch,) = rows.records()
+    whole = masked_records(stack, nodata=9, keys=tuple(map(str, range(6))),
+                           channel_names=("a", "b", "c", "d"), raw_units=True)
+    assert batch.signature == whole.signature
+    for name in ("pixels", "valid", "sums", "sums_sq", "minimum", "maximum"):
+        np.testing.assert_array_equal(getattr(batch, name), getattr(whole, name))
+
+
+def _pooled_oracle(stack: np.ndarray, keep: np.ndarray, c: int) -> tuple[float, float]:
+    values = [int(v) for v in stack[..., c][keep[..., c]].tolist()]
+    n, total = len(values), sum(values)
+    return (float(Fraction(total, n)),
+            math.sqrt(float(Fraction(n * sum(v * v for v in values) - total * total, n * n))))
+
+
+def test_pooled_and_per_image_statistics_count_each_band_over_its_valid_values(rng):
+    stack = _stack(rng, "int16")
+    stats = DatasetStats.from_summary(summarize(masked_records(stack, nodata=9)), scale=1)
+    keep = stack != 9
+    for c in range(4):
+        assert (stats.mean[c], stats.std[c]) == _pooled_oracle(stack, keep, c)
+        assert stats.counts[c] == int(keep[..., c].sum())
+        per_image = [math.sqrt(float(Fraction(
+            len(v) * sum(x * x for x in v) - sum(v) ** 2, len(v) ** 2)))
+            for v in ([int(x) for x in image[..., c][k[..., c]].tolist()]
+                      for image, k in zip(stack, keep)) if v]
+        assert stats.nodata_images[c] == len(stack) - len(per_image)
+        assert stats.per_image_std[c] == pytest.approx(sum(per_image) / len(per_image),
+                                                       rel=4e-16)
+    assert stats.nodata_images == (0, 0, 1, 0)  # image 1 has no valid value in band 2
+
+
+def test_records_with_and_without_valid_counts_pool_exactly(rng):
+    stack = _stack(rng, "uint8")
+    with_nodata = masked_records(stack[:3], nodata=9)
+    plain = records_from_stack(stack[3:])
+    pooled = summarize(concat_records([with_nodata, plain]))
+    apart = summarize(with_nodata).merge(summarize(plain))
+    keep = np.concatenate([stack[:3] != 9, np.ones_like(stack[3:], bool)])
+    for c in range(4):
+        values = [int(v) for v in stack[..., c][keep[..., c]].tolist()]
+        assert pooled.moments.channel_counts()[c] == len(values)
+        assert pooled.moments.total[c] == sum(values) == apart.moments.total[c]
+    assert pooled.channel_images == apart.channel_images == (6, 6, 5, 6)
+    assert pooled.minimum == apart.minimum and pooled.std_sum == apart.std_sum
+
+
+def test_a_band_without_any_valid_value_is_a_clear_error():
+    stack = np.zeros((2, 3, 3, 2), np.uint16)
+    stack[..., 0] = 5
+    with pytest.raises(EmptyDatasetError, match="band c1 has no valid pixel in any of the 2"):
+        DatasetStats.from_summary(summarize(masked_records(stack, nodata=0)))
+
+
+def test_impossible_valid_counts_and_extremes_are_caught(rng):
+    records = masked_records(_stack(rng, "uint16"), nodata=9)
+    assert not impossible_rows(records).any()
+    broken = [replace(records, valid=records.valid + np.eye(6, 4, dtype=np.int64) * 1000),
+              replace(records, minimum=np.where(records.valid == 0, 3.0, records.minimum)),
+              replace(records, sums=np.where(records.valid == 0, 5, records.sums))]
+    for damaged in broken:
+        assert impossible_rows(damaged).any()
+
+
+def test_the_kernel_refuses_calls_that_would_read_or_write_out_of_bounds():
+    kernel = masked._kernel()
+    image = np.zeros((2, 3, 4, 5), np.uint16)
+
+    def outputs(cells: int = 10) -> list[np.ndarray]:
+        return [np.zeros(cells, np.int64) for _ in range(5)]
+
+    kernel.masked_moments(image, "H", 2, 5, True, 0, *outputs())  # the right sizes
+    wrong = [(image, "Q", 2, 5), (image, "H", 3, 5), (image, "H", 2, 7), (image, "H", -1, 5),
+             (image, "H", 2, 0), (image, "H", 2**62, 5)]
+    for args in wrong:
+        with pytest.raises((ValueError, OverflowError)):
+            kernel.masked_moments(*args, True, 0, *outputs())
+    with pytest.raises(ValueError, match="sums holds 72 bytes"):
+        kernel.masked_moments(image, "H", 2, 5, True, 0, *outputs(9))
+    shared = outputs()
+    with pytest.raises(ValueError, match="share memory"):
+        kernel.masked_moments(image, "H", 2, 5, True, 0, shared[0], shared[0], *shared[2:])

@@ -1,0 +1,146 @@
+"""The mean image accumulators: exact against a Fraction oracle, the same bits however the
+images are split, one size only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from oracle import exact_mean_image
+
+from normstats.errors import IncompatibleImagesError, NormstatsError
+from normstats.maths.mean_image import MAX_IMAGES, MeanImageBuilder, PositionSums
+
+
+def integer_images(rng: np.random.Generator, dtype: type, count: int,
+                   shape=(3, 4, 2)) -> np.ndarray:
+    if dtype is np.bool_:
+        return rng.integers(0, 2, (count, *shape)).astype(bool)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, int(info.max) + 1, (count, *shape), dtype=dtype)
+
+
+def built(images: np.ndarray, cuts: list[int], with_std: bool = True, one_by_one=()):
+    """Totals of ``images`` cut at ``cuts`` into parts merged in order; the parts whose
+    index is in ``one_by_one`` are added image by image, the others as stacks."""
+    total = None
+    bounds = [0, *cuts, len(images)]
+    for index, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        builder = MeanImageBuilder(with_std)
+        if index in one_by_one:
+            for i in range(a, b):
+                builder.add(f"image {i}", images[i])
+        else:
+            builder.add_stack(f"image {a}", images[a:b])
+        part = builder.result()
+        if part is not None:
+            total = part if total is None else total.merge(part)
+    return total
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int8, np.int16, np.bool_])
+def test_integer_mean_and_std_equal_the_exact_fractions(rng, dtype):
+    # 600 images: the 8-bit runs fold into int64 after 257 images, twice
+    images = integer_images(rng, dtype, 600)
+    scale = 255 if dtype is np.uint8 else 1
+    mean, std = built(images, [300], one_by_one={0}).finalize(scale)
+    expected_mean, expected_std = exact_mean_image(images, scale)
+    assert mean.dtype == std.dtype == np.float64
+    assert np.array_equal(mean, expected_mean)
+    assert np.array_equal(std, expected_std)
+
+
+def test_16_bit_sums_past_int64_stay_exact(rng):
+    """40,000 uint16 images of a few pixels: N·Σx² passes 2⁶² (Python ints), and the
+    extreme values make each Σx² part large."""
+    images = rng.choice(np.array([0, 1, 65534, 65535], np.uint16), size=(40_000, 1, 2, 1))
+    mean, std = built(images, [1, 20_000], one_by_one={1}).finalize(65535)
+    expected_mean, expected_std = exact_mean_image(images, 65535)
+    assert np.array_equal(mean, expected_mean) and np.array_equal(std, expected_std)
+
+
+def test_any_split_and_order_gives_the_same_bits(rng):
+    images = integer_images(rng, np.uint8, 700, shape=(5, 3, 3))
+    reference = built(images, [], one_by_one={0}).finalize(255)
+    for cuts, one_by_one in (([1], {1}), ([256, 257, 258], {0, 2}), ([100, 600], set())):
+        found = built(images, cuts, one_by_one=one_by_one).finalize(255)
+        assert all(np.array_equal(a, b) for a, b in zip(found, reference))
+    parts = [built(images[a:b], []) for a, b in ((0, 100), (100, 450), (450, 700))]
+    backwards = parts[2].merge(parts[1]).merge(parts[0]).finalize(255)
+    assert all(np.array_equal(a, b) for a, b in zip(backwards, reference))
+
+
+def test_a_user_scale_that_is_no_integer_is_still_rounded_once(rng):
+    images = integer_images(rng, np.uint8, 50)
+    mean, std = built(images, [20]).finalize(0.1)  # Fraction(0.1) has a 2**55 denominator
+    expected_mean, expected_std = exact_mean_image(images, 0.1)
+    assert np.array_equal(mean, expected_mean) and np.array_equal(std, expected_std)
+
+
+def test_float_images_are_accurate_on_badly_conditioned_data(rng):
+    """Offset 1e8 with unit spread: the naive Σx² formula loses every digit there."""
+    images = 1e8 + rng.normal(0, 1, (300, 2, 3, 1))
+    images[::7] += 1e-3  # tiny and huge parts together
+    for cuts, one_by_one in (([], {0}), ([1, 150], {1}), ([37, 38, 200], {2})):
+        mean, std = built(images, cuts, one_by_one=one_by_one).finalize(1)
+        expected_mean, expected_std = exact_mean_image(images, 1)
+        np.testing.assert_allclose(mean, expected_mean, rtol=1e-15, atol=0)
+        np.testing.assert_allclose(std, expected_std, rtol=2e-15, atol=0)
+
+
+def test_float32_images_accumulate_in_float64(rng):
+    images = (1e4 + rng.normal(0, 1, (200, 2, 2, 3))).astype(np.float32)
+    mean, std = built(images, [50], one_by_one={0}).finalize(1)
+    expected_mean, expected_std = exact_mean_image(images, 1)
+    np.testing.assert_allclose(mean, expected_mean, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(std, expected_std, rtol=2e-15, atol=0)
+
+
+def test_constant_images_have_std_zero_never_negative():
+    images = np.full((300, 2, 2, 3), 77, np.uint8)
+    mean, std = built(images, [100], one_by_one={0}).finalize(255)
+    assert (mean == 77 / 255).all() and (std == 0).all()
+    floats = np.full((30, 2, 2, 1), 0.1)
+    assert (built(floats, [7], one_by_one={1}).finalize(1)[1] == 0).all()
+
+
+def test_mean_only_keeps_no_squares(rng):
+    totals = built(integer_images(rng, np.uint16, 10), [4], with_std=False)
+    assert totals.square_low is None and totals.square_high is None
+    assert totals.finalize(1)[1] is None
+    with pytest.raises(NormstatsError, match="mean_image_std=True"):
+        totals.std()
+
+
+def test_two_sizes_are_refused_naming_both():
+    builder = MeanImageBuilder()
+    builder.add("a.png", np.zeros((4, 5, 3), np.uint8))
+    with pytest.raises(IncompatibleImagesError, match=r"a\.png is 4×5×3 uint8 but b\.png is "
+                                                      r"5×4×3 uint8; give resize="):
+        builder.add("b.png", np.zeros((5, 4, 3), np.uint8))
+    other = MeanImageBuilder()
+    other.add("c.png", np.zeros((4, 5, 3), np.uint16))
+    with pytest.raises(IncompatibleImagesError, match="c.png is 4×5×3 uint16"):
+        builder.result().merge(other.result())
+
+
+def test_more_images_than_the_int64_parts_hold_is_refused():
+    builder = MeanImageBuilder()
+    builder.add("a", np.zeros((1, 1, 1), np.uint8))
+    totals = builder.result()
+    huge = PositionSums(totals.shape, totals.dtype, "b", MAX_IMAGES - 1, totals.total)
+    with pytest.raises(NormstatsError, match="2\\*\\*47 images"):
+        totals.merge(huge)
+
+
+def test_a_builder_with_no_image_gives_nothing():
+    assert MeanImageBuilder().result() is None
+    started = MeanImageBuilder(with_std=True)
+    started.start("x", (2, 2, 1), np.dtype(np.float32))
+    assert started.result().count == 0
+
+
+def test_saturated_8_bit_runs_never_wrap():
+    """257 images of 255 fill a uint16 run exactly; one more would wrap it."""
+    images = np.full((1000, 2, 2, 3), 255, np.uint8)
+    mean, std = built(images, [258], one_by_one={0, 1}).finalize(255)
+    assert (mean == 1.0).all() and (std == 0.0).all()

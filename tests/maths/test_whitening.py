@@ -1,0 +1,98 @@
+"""Principal axes and whitening matrices: the stated sign convention, decreasing order,
+whitened covariance the identity, and the errors of a covariance that cannot be whitened."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from normstats.errors import InvalidOptionError
+from normstats.maths.whitening import (
+    PrincipalAxes,
+    Whitening,
+    covariance_conditions,
+    pca_whitening_matrix,
+    principal_axes,
+    zca_matrix,
+)
+
+
+def random_covariance(rng: np.random.Generator, d: int) -> np.ndarray:
+    a = rng.normal(size=(d, 3 * d))
+    return a @ a.T / (3 * d)
+
+
+@pytest.mark.parametrize("d", [2, 3, 4, 13])
+def test_axes_are_decreasing_orthonormal_and_signed_by_their_largest_component(rng, d):
+    cov = random_covariance(rng, d)
+    values, vectors = principal_axes(cov)
+    assert (np.diff(values) <= 0).all()
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(d), atol=1e-12)
+    np.testing.assert_allclose(vectors @ np.diag(values) @ vectors.T, cov, atol=1e-12)
+    for column in vectors.T:
+        largest = np.argmax(np.abs(column))
+        assert column[largest] > 0 and np.abs(column[:largest]).max(initial=0) < \
+            abs(column[largest])
+
+
+def test_the_sign_convention_makes_a_grey_axis_positive():
+    """RGB data whose channels move together: the first axis is (1, 1, 1)/√3, positive,
+    where some published copies print it negative (flip the column to compare)."""
+    cov = np.full((3, 3), 0.9) + 0.1 * np.eye(3)
+    values, vectors = principal_axes(cov)
+    np.testing.assert_allclose(vectors[:, 0], np.full(3, 1 / np.sqrt(3)), atol=1e-12)
+    np.testing.assert_allclose(values, [2.8, 0.1, 0.1], atol=1e-12)
+
+
+def test_a_tie_between_components_is_broken_by_the_first():
+    values, vectors = principal_axes([[1.0, 0.0], [0.0, 1.0]])
+    assert vectors.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    _, rotated = principal_axes([[2.0, -1.0], [-1.0, 2.0]])
+    assert rotated[0, 0] > 0 and rotated[0, 1] > 0  # both columns: first entry positive
+
+
+@pytest.mark.parametrize("d", [2, 3, 7])
+def test_whitened_data_have_the_identity_as_covariance(rng, d):
+    x = rng.normal(size=(5000, d)) @ rng.normal(size=(d, d)) + rng.normal(size=d) * 100
+    cov = np.cov(x, rowvar=False, ddof=0)
+    for kind in ("zca", "pca"):
+        w = Whitening.of(x.mean(axis=0), cov, tuple(f"c{i}" for i in range(d)), 1.0, eps=0,
+                         kind=kind)
+        np.testing.assert_allclose(np.cov(w.apply(x), rowvar=False, ddof=0), np.eye(d),
+                                   atol=1e-10)
+    zca = zca_matrix(cov)
+    assert np.array_equal(zca, zca.T)
+    np.testing.assert_allclose(pca_whitening_matrix(cov).T @ pca_whitening_matrix(cov),
+                               zca @ zca, rtol=1e-10)
+
+
+def test_eps_damps_the_smallest_directions():
+    w0, w1 = zca_matrix(np.diag([4.0, 1e-4]), 0.0), zca_matrix(np.diag([4.0, 1e-4]), 1e-4)
+    assert w0[1, 1] == pytest.approx(100.0) and w1[1, 1] == pytest.approx(100 / np.sqrt(2))
+
+
+def test_what_cannot_be_whitened_is_refused_in_words():
+    with pytest.raises(InvalidOptionError, match="singular"):
+        zca_matrix([[1.0, 1.0], [1.0, 1.0]])
+    assert np.isfinite(zca_matrix([[1.0, 1.0], [1.0, 1.0]], eps=1e-3)).all()
+    with pytest.raises(InvalidOptionError, match="eps"):
+        zca_matrix(np.eye(2), eps=-1.0)
+    with pytest.raises(InvalidOptionError, match="square"):
+        principal_axes([[1.0, 2.0, 3.0]])
+    with pytest.raises(InvalidOptionError, match="kind"):
+        Whitening.of([0.0], [[1.0]], ("a",), 1.0, kind="cholesky")
+
+
+def test_condition_numbers_before_and_after_standardizing_and_whitening(rng):
+    cov = np.array([[4.0, 1.9], [1.9, 1.0]])
+    raw, standardized, whitened = covariance_conditions(cov)
+    assert raw == pytest.approx(np.linalg.cond(cov))
+    assert standardized == pytest.approx((1 + 0.95) / (1 - 0.95))  # correlation 0.95
+    assert whitened == pytest.approx(1.0, abs=1e-12)
+    assert covariance_conditions(np.diag([1.0, 0.0]))[1:] == (float("inf"), float("inf"))
+
+
+def test_axes_explain_the_whole_variance():
+    axes = PrincipalAxes.of(np.diag([3.0, 1.0]), ("a", "b"), 255.0)
+    assert axes.explained == (0.75, 0.25) and axes.std == (3**0.5, 1.0)
+    assert axes.to_dict()["eigenvectors"] == [[1.0, 0.0], [0.0, 1.0]]

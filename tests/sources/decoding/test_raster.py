@@ -1,0 +1,191 @@
+"""The raster path: TIFFs of any band count, sample type and layout read with tifffile,
+exactly; nodata tags, band names, and sizes refused before anything is allocated."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import tifffile
+from PIL import Image
+from raster_files import COMPRESSIONS, DTYPES, LAYOUTS, random_raster, raster_bytes
+
+from normstats.errors import RefusedInputError, TransientInputError, UnreadableInputError
+from normstats.sources.decoding import pillow_pixels
+from normstats.sources.decoding.decode import decode_bytes
+from normstats.sources.decoding.policy import DecodePolicy
+from normstats.sources.decoding.raster import band_names, needs_raster_path, parse_nodata_tag
+
+KEEP = DecodePolicy("keep")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bands", [1, 2, 3, 5, 13, 20])
+def test_every_dtype_band_count_layout_and_codec_reads_exactly(rng, dtype, bands):
+    for index, (layout, (planar, tiled)) in enumerate(LAYOUTS.items()):
+        compression = COMPRESSIONS[(index + bands) % len(COMPRESSIONS)]
+        pixels = random_raster(rng, (19, 37, bands), dtype)
+        data = raster_bytes(pixels, planar=planar, tiled=tiled, compression=compression)
+        assert needs_raster_path(data) == (bands > 1 or dtype != "uint8"), layout
+        image = decode_bytes(data, "x.tif", KEEP)
+        assert image.pixels.dtype == pixels.dtype and image.pixels.shape == pixels.shape
+        np.testing.assert_array_equal(image.pixels, pixels, err_msg=f"{layout} {compression}")
+        assert image.raw_units == (bands > 4 or dtype != "uint8")
+
+
+def test_every_codec_on_a_13_band_uint16_tile(rng):
+    pixels = random_raster(rng, (64, 64, 13), "uint16")
+    for compression in COMPRESSIONS:
+        for bigtiff in (False, True):
+            data = raster_bytes(pixels, compression=compression, tiled=True, bigtiff=bigtiff)
+            assert data[:4] == (b"II+\x00" if bigtiff else b"II*\x00")
+            np.testing.assert_array_equal(decode_bytes(data, "t.tif", KEEP).pixels, pixels)
+
+
+def test_only_the_first_page_of_a_multi_page_file_is_read(rng):
+    first, second = (random_raster(rng, (5, 6, 7), "int16") for _ in range(2))
+    buffer = io.BytesIO()
+    with tifffile.TiffWriter(buffer) as writer:
+        for page in (first, second):
+            writer.write(page, photometric="minisblack", planarconfig="contig")
+    np.testing.assert_array_equal(decode_bytes(buffer.getvalue(), "p.tif", KEEP).pixels, first)
+
+
+def test_8_bit_photographs_stay_with_pillow_under_every_mode(rng):
+    """The statistics of 8-bit RGB (and grey, RGBA) TIFFs do not change: Pillow reads them."""
+    for pixels, photometric in ((rng.integers(0, 256, (6, 5, 3), np.uint8), "rgb"),
+                                (rng.integers(0, 256, (6, 5, 1), np.uint8), "minisblack")):
+        for compression in (None, "deflate", "lzw"):
+            data = raster_bytes(pixels, photometric=photometric, compression=compression)
+            assert not needs_raster_path(data)
+            for mode in ("RGB", "L", "keep"):
+                decoded = decode_bytes(data, "p.tif", DecodePolicy(mode))
+                pillow = Image.open(io.BytesIO(data))
+                expected = np.asarray(pillow if mode == "keep" else pillow.convert(mode))
+                np.testing.assert_array_equal(decoded.pixels, expected.reshape(
+                    decoded.pixels.shape))
+                assert not decoded.raster and decoded.nodata is None
+
+
+def test_extra_bands_pillow_would_drop_take_the_raster_path(rng):
+    """Pillow reads grey with unspecified extra samples as L and RGB + one as RGB, dropping
+    bands silently; under keep those go to tifffile, with every band."""
+    for pixels, photometric in ((rng.integers(0, 256, (4, 5, 2), np.uint8), "minisblack"),
+                                (rng.integers(0, 256, (4, 5, 4), np.uint8), "rgb")):
+        buffer = io.BytesIO()
+        tifffile.imwrite(buffer, pixels, photometric=photometric, planarconfig="contig",
+                         extrasamples=[0])  # unspecified, not alpha
+        data = buffer.getvalue()
+        assert np.asarray(Image.open(io.BytesIO(data))).size < pixels.size  # the premise
+        assert needs_raster_path(data)
+        np.testing.assert_array_equal(decode_bytes(data, "x.tif", KEEP).pixels, pixels)
+    alpha = rng.integers(0, 256, (4, 5, 4), np.uint8)
+    data = raster_bytes(alpha, photometric="rgb")  # tifffile marks the fourth one alpha
+    assert not needs_raster_path(data) and decode_bytes(data, "a.tif", KEEP).channel_names == (
+        "R", "G", "B", "A")
+
+
+def test_colour_modes_refuse_rasters_pillow_cannot_open(rng):
+    data = raster_bytes(random_raster(rng, (4, 4, 13), "uint16"))
+    with pytest.raises(UnreadableInputError) as refused:
+        decode_bytes(data, "s2.tif", DecodePolicy("RGB"))
+    assert str(refused.value) == (
+        "s2.tif: TIFF raster (13 samples per pixel, 16-bit unsigned integer): the RGB "
+        "policy converts colour images and would drop bands or clip them; use --mode keep "
+        "to compute its bands")
+
+
+def test_nodata_comes_from_the_tag_or_the_policy(rng):
+    pixels = random_raster(rng, (4, 4, 3), "int16")
+    for tag, expected in (("-9999", -9999.0), ("-9999\x00", -9999.0), (" 0 ", 0.0),
+                          ("nan", "nan"), ("-3.4028234663852886e+38", -3.4028234663852886e38)):
+        image = decode_bytes(raster_bytes(pixels, nodata=tag), "t.tif", KEEP)
+        assert str(image.nodata) == str(expected)
+    tagged = raster_bytes(pixels, nodata=-9999)
+    assert decode_bytes(tagged, "t.tif", DecodePolicy("keep", nodata=5)).nodata == 5.0
+    assert decode_bytes(raster_bytes(pixels), "t.tif", KEEP).nodata is None
+    with pytest.raises(UnreadableInputError, match="t.tif: its GDAL_NODATA tag 'none' is not a "
+                                                   "number; give --nodata"):
+        decode_bytes(raster_bytes(pixels, nodata="none"), "t.tif", KEEP)
+
+
+def test_a_grey_8_bit_geotiff_read_by_pillow_keeps_its_nodata_tag_under_keep_only(rng):
+    pixels = rng.integers(0, 256, (4, 4, 1), np.uint8)
+    data = raster_bytes(pixels, nodata=0)
+    assert not needs_raster_path(data)
+    assert decode_bytes(data, "g.tif", KEEP).nodata == 0.0
+    assert decode_bytes(data, "g.tif", DecodePolicy("L")).nodata is None  # what a loader sees
+    assert decode_bytes(data, "g.tif", DecodePolicy("L", nodata=3)).nodata == 3.0
+
+
+def test_band_names_come_from_gdal_descriptions(rng):
+    names = tuple(f"B{i:02d}" for i in range(1, 13)) + ("B8A",)
+    data = raster_bytes(random_raster(rng, (3, 3, 13), "uint16"), names=names)
+    assert decode_bytes(data, "s2.tif", KEEP).channel_names == names
+    unnamed = raster_bytes(random_raster(rng, (3, 3, 13), "uint16"))
+    assert decode_bytes(unnamed, "s2.tif", KEEP).channel_names == tuple(
+        f"b{i}" for i in range(1, 14))
+    rgb16 = raster_bytes(random_raster(rng, (3, 3, 3), "uint16"), photometric="rgb")
+    assert decode_bytes(rgb16, "rgb.tif", KEEP).channel_names == ("R", "G", "B")
+    escaped = '<Item name="DESCRIPTION" sample="0" role="description">a &amp; b</Item>'
+    assert band_names(escaped, 1, 1) == ("a & b",)
+    assert band_names('<Item name="DESCRIPTION" sample="0" role="description">x</Item>', 2,
+                      1) == ("b1", "b2")  # one band undescribed: GDAL's numbering for all
+
+
+def test_declared_sizes_are_refused_before_tifffile_allocates(rng, monkeypatch):
+    """A tiny file can declare any size; the directory is checked before `asarray`."""
+    def never(*args, **kwargs):  # pytest.fail: a BaseException, which no decoder catches
+        pytest.fail("tifffile allocated the pixels of a refused raster")
+
+    huge = _with_size(raster_bytes(random_raster(rng, (16, 16, 13), "uint16"),
+                                   compression="deflate", tiled=True), 60_000, 60_000)
+    monkeypatch.setattr(tifffile.TiffPage, "asarray", never)
+    with pytest.raises(RefusedInputError, match="decompression bomb: 60000x60000"):
+        decode_bytes(huge, "big.tif", KEEP)
+    with pytest.raises(RefusedInputError, match="13 bands of 60000x60000 uint16 = "
+                                                "93,600,000,000 bytes exceed the limit"):
+        decode_bytes(huge, "big.tif", DecodePolicy("keep", max_pixels=2**32))
+    monkeypatch.setattr(pillow_pixels, "machine_memory", lambda: 10**9)
+    with pytest.raises(TransientInputError, match="out of memory"):
+        decode_bytes(huge, "big.tif", DecodePolicy("keep", max_pixels=2**40))
+
+
+def _with_size(data: bytes, width: int, height: int) -> bytes:
+    """The TIFF with its ImageWidth and ImageLength tags (LONG or SHORT) rewritten."""
+    raw = bytearray(data)
+    start = int.from_bytes(raw[4:8], "little")
+    for entry in range(start + 2, start + 2 + 12 * int.from_bytes(raw[start:start + 2],
+                                                                  "little"), 12):
+        tag, kind = (int.from_bytes(raw[entry + k:entry + k + 2], "little") for k in (0, 2))
+        if tag in (256, 257):
+            raw[entry + 2:entry + 4] = (4).to_bytes(2, "little")  # LONG
+            value = width if tag == 256 else height
+            raw[entry + 8:entry + 12] = value.to_bytes(4, "little")
+    return bytes(raw)
+
+
+def test_strips_outside_the_file_or_missing_are_damage_not_zeros(rng):
+    pixels = random_raster(rng, (8, 8, 5), "uint16")
+    data = raster_bytes(pixels)
+    for cut in (len(data) - 1, len(data) // 2):
+        with pytest.raises(UnreadableInputError, match="truncated"):
+            decode_bytes(data[:cut], "cut.tif", KEEP)
+
+
+def test_float_rasters_with_infinity_are_skipped_with_a_reason(rng):
+    pixels = random_raster(rng, (4, 4, 2), "float32")
+    pixels[1, 1, 1] = np.inf
+    with pytest.raises(UnreadableInputError, match="contains infinite values"):
+        decode_bytes(raster_bytes(pixels), "inf.tif", KEEP)
+
+
+def test_sample_types_without_statistics_are_named(rng):
+    data = raster_bytes(rng.integers(0, 9, (3, 3, 2)).astype(np.int64))
+    with pytest.raises(UnreadableInputError, match="samples of type int64 have no statistics"):
+        decode_bytes(data, "i64.tif", KEEP)
+
+
+def test_parse_nodata_tag_reads_bytes_as_gdal_writes_them():
+    assert parse_nodata_tag(b"-32768\x00", "t.tif") == -32768.0

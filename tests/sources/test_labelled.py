@@ -1,0 +1,101 @@
+"""xarray DataArrays: dimension names give the layout, the band coordinate names the
+channels, a Dask-backed array stays on its own graph; a Dataset is refused by name."""
+
+import json
+
+import dask.array as dka
+import numpy as np
+import pytest
+import xarray as xr
+from oracle import integer_mean_std
+
+import normstats
+from normstats.errors import InvalidOptionError
+
+
+@pytest.fixture
+def stack(rng) -> np.ndarray:
+    return rng.integers(0, 256, (12, 9, 7, 3), dtype=np.uint8)
+
+
+@pytest.fixture
+def labelled(stack) -> xr.DataArray:
+    return xr.DataArray(stack, dims=("n", "y", "x", "band"), coords={"band": ["R", "G", "B"]})
+
+
+def _numbers(stats) -> dict:
+    fields = json.loads(stats.to_json())
+    return {k: v for k, v in fields.items() if k not in ("source", "mode")}
+
+
+@pytest.mark.parametrize("order", [("n", "y", "x", "band"), ("band", "n", "y", "x"),
+                                   ("n", "band", "y", "x"), ("y", "band", "x", "n")])
+def test_any_order_of_named_dimensions_gives_the_pixels_statistics(labelled, stack, order):
+    stats = normstats.compute(labelled.transpose(*order))
+    assert stats.images == 12 and stats.channels == ("R", "G", "B")
+    assert (list(stats.mean), list(stats.std)) == integer_mean_std(list(stack), 255)
+
+
+def test_common_dimension_names_in_any_case(stack):
+    for dims in (("time", "lat", "lon", "channel"), ("Sample", "Row", "Col", "C"),
+                 ("image", "height", "width", "bands")):
+        stats = normstats.compute(xr.DataArray(stack, dims=dims))
+        assert (list(stats.mean), list(stats.std)) == integer_mean_std(list(stack), 255)
+
+
+def test_one_image_grey_images_and_vectors(labelled, stack):
+    one = normstats.compute(labelled.isel(n=4).transpose("band", "y", "x"))
+    assert one.images == 1 and one.channels == ("R", "G", "B")
+    assert list(one.mean) == integer_mean_std([stack[4]], 255)[0]
+    grey = normstats.compute(labelled.isel(band=1).transpose("x", "n", "y"))
+    assert grey.images == 12 and list(grey.mean) == integer_mean_std(list(stack[..., 1:2]), 255)[0]
+    table = np.arange(20, dtype=np.int64).reshape(5, 4)
+    vectors = normstats.compute(xr.DataArray(table.T, dims=("band", "sample")))
+    assert vectors.kind == "vectors" and list(vectors.mean) == [8.0, 9.0, 10.0, 11.0]
+
+
+def test_a_dask_backed_array_is_reduced_on_its_graph(labelled, stack):
+    lazy = labelled.chunk({"n": 5}).transpose("band", "n", "y", "x")
+    assert isinstance(lazy.data, dka.Array)
+    stats = normstats.compute(lazy, scheduler="sync")
+    assert stats.source.startswith("dask array") and stats.channels == ("R", "G", "B")
+    assert _numbers(stats) == _numbers(normstats.compute(labelled))
+    together = normstats.reduce_lazy(lazy).compute(scheduler="sync")
+    assert _numbers(together) == _numbers(stats)
+
+
+def test_images_records_and_sampling_read_the_names_too(labelled):
+    bandfirst = labelled.transpose("band", "n", "y", "x")
+    reference = _numbers(normstats.compute(labelled))
+    assert normstats.images(bandfirst).shape == (12, 9, 7, 3)
+    assert _numbers(normstats.reduce(normstats.records(bandfirst))) == reference
+    assert normstats.compute(bandfirst, sample=4, seed=0).channels == ("R", "G", "B")
+
+
+def test_channels_and_layout_given_override_the_names(labelled, stack):
+    named = normstats.compute(labelled, channels="red,green,blue")
+    assert named.channels == ("red", "green", "blue")
+    as_stored = normstats.compute(labelled.transpose("band", "n", "y", "x"), layout="NCHW")
+    assert as_stored.images == 3 and len(as_stored.channels) == 12  # what layout= said
+
+
+def test_xarray_default_names_fall_back_to_the_shape_rule(stack):
+    stats = normstats.compute(xr.DataArray(stack))
+    assert stats.channels == ("c0", "c1", "c2") and stats.mode == "NHWC"
+
+
+def test_unknown_or_repeated_names_and_datasets_are_one_line_errors(labelled):
+    with pytest.raises(InvalidOptionError,
+                       match=r"dimension 'wavelength' of \(n, y, x, wavelength\).*"
+                             r"rename.*layout="):
+        normstats.compute(labelled.rename(band="wavelength"))
+    with pytest.raises(InvalidOptionError, match=r"\(time, lat, y, band\) read as NHHC"):
+        normstats.compute(labelled.rename(n="time", y="lat", x="y"))
+    bands = xr.Dataset({name: labelled.isel(band=i, drop=True)
+                        for i, name in enumerate(("red", "green", "nir"))})
+    with pytest.raises(InvalidOptionError,
+                       match=r"Dataset holds 3 variables \(red, green, nir\): pick one: "
+                             r"ds\['red'\], ds\['green'\], ds\['nir'\]"):
+        normstats.compute(bands)
+    stacked = bands.to_dataarray(dim="band").transpose("n", "y", "x", "band")
+    assert normstats.compute(stacked).channels == ("red", "green", "nir")
