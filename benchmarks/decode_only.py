@@ -5,8 +5,9 @@
 The least any tool can do with the same files, decoder and parallelism: a sorted walk, a
 fork ``Pool`` of ``--workers`` processes fed one chunk at a time, each reading its files
 and decoding them with the decoder normstats uses for them (simplejpeg's libjpeg-turbo for
-JPEG, libpng through imagecodecs for PNG, tifffile for TIFF rasters), keeping nothing. Only the standard library,
-numpy and the decoder are imported, so start-up is as small as such a script's can be.
+JPEG, libpng through imagecodecs for PNG, tifffile for TIFF rasters), keeping nothing.
+Only the standard library, numpy and the decoder are imported, so start-up is as small as
+such a script's can be.
 """
 
 from __future__ import annotations

@@ -58,8 +58,9 @@ def compute(data: Any, *, options: ReadOptions | None = None,
         How the data is read and reported: ``mode``, ``layout``, ``scale``, ``channels``,
         ``on_error``, ``max_pixels``, ``max_file_bytes``, ``resize``, ``center_crop``,
         ``format``, ``image_key``, ``allow_missing_chunks``, ``batched``,
-        ``storage_options`` (credentials and endpoint of a URL's store; see
-        `normstats.ReadOptions`).
+        ``storage_options`` (credentials and endpoint of a URL's store), ``nodata`` (the
+        value of missing measurements, left out band by band; see
+        ``docs/multispectral.md``); see `normstats.ReadOptions`.
     **read
         The same options as keyword arguments (``compute(x, mode="L")``); beside
         ``options`` they replace its fields.
@@ -98,7 +99,8 @@ def compute(data: Any, *, options: ReadOptions | None = None,
         this, in the reported scale.
     percentiles : bool
         Also ``stats.percentiles``: the exact 0.5th and 99.5th percentiles per channel
-        (integer images), a robust range for min-max scaling.
+        (integer images), a robust range for min-max scaling, and the 2nd and 98th that
+        rasters are clipped by (``p0.5``, ``p2``, ``p98``, ``p99.5``); nodata left out.
     by_folder : bool
         Also ``stats.by_folder``: exact statistics per immediate sub-folder (classes,
         splits), from the same per-image records.

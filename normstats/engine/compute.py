@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from normstats.engine.source_run import run_source
+from normstats.errors import InvalidOptionError
 from normstats.results.stats import DatasetStats
 from normstats.sources import open_source
 from normstats.sources.arrays import ArraySource, detect_layout
@@ -57,6 +58,11 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
     """
     data, options, on_dask = dask_reduced(data, options)
     layout, scale, channels = options.layout, options.scale, options.channels
+    if on_dask and options.nodata is not None:
+        raise InvalidOptionError(
+            "nodata is left out by the readers of files and numpy arrays, not on a Dask "
+            "array's graph: compute the folder (or images() of it, untouched), or a numpy "
+            "masked array")
     if on_dask:
         from normstats.engine.dask.lazy import compute_dask_array
 
@@ -68,6 +74,9 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
     if source.kind == "vectors" and isinstance(source, ArraySource):
         from normstats.engine.vectors_run import compute_vectors
 
+        if options.nodata is not None or source.mask is not None:
+            raise InvalidOptionError("vectors (N, d) leave NaN out per feature; nodata and "
+                                     "masks are for images: set missing values to NaN")
         return compute_vectors(source, fail_on_inf=options.fail_fast, channels=channels,
                                scale=scale, covariance=covariance)
     outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,

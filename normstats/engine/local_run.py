@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import BrokenExecutor, Executor, Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import BrokenExecutor, Executor, Future, as_completed
 from dataclasses import dataclass
 
 from normstats.engine.progress import ProgressBar
+from normstats.engine.task_threads import task_threads
 from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.maths.records import cross_sums_wanted, wants_cross_sums
 from normstats.maths.summary import Summary, summarize
@@ -73,8 +74,7 @@ def run_local(tasks: Sequence[Task], workers: int, scheduler: str, bar: Progress
     if scheduler == "sync" or workers == 1 or len(tasks) <= 1:
         return run_in_process(tasks, bar)
     if scheduler == "threads":
-        with ThreadPoolExecutor(min(workers, len(tasks)),
-                                thread_name_prefix="normstats-task") as pool:
+        with task_threads(workers) as pool:  # kept from run to run (`task_threads`)
             return _Gathered(pool, tasks, bar).total()
     from normstats.engine.process_pool import process_pool  # a run of few files never forks
 

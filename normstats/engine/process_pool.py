@@ -20,6 +20,8 @@ import warnings
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
+from normstats.engine.task_threads import stop_idle
+
 __all__ = ["process_pool"]
 
 
@@ -31,6 +33,7 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     orphan decoding on, and none holding the record cache's lock.
     """
     method = "fork" if sys.platform.startswith("linux") else "spawn"
+    stop_idle()  # no thread of normstats' in the process its workers are forked from
     # Frozen objects are skipped by the workers' garbage collector, so the parent's file
     # list is not copied page by page into every worker. Unfreezing afterwards thaws every
     # frozen object, so when the caller has frozen objects of its own, none are frozen here.

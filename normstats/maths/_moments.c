@@ -22,7 +22,8 @@
  *     steps. Minima and maxima: vpminub and vpmaxub of the bytes themselves.
  *   - Order: the blocks are visited offset by offset (every step of offset 0 in a chunk
  *     of about 16 KB, then every step of offset 64...), so one offset's accumulators
- *     stay in registers while the chunk stays in L1 for the next offset.
+ *     stay in registers while the chunk stays in L1 for the next offset. The hardware
+ *     prefetchers do not follow that order; software prefetches do (PREFETCH_BYTES).
  *   - Flushes: the 32-bit lanes go into the int64 outputs every 65,536 pixels
  *     (SEGMENT_PIXELS proves the bound) and at the end of each image: vectors whose
  *     lanes hold the same channels are added up, then each channel takes a masked sum
@@ -43,7 +44,8 @@
  * exact. More figures in normstats.maths.fused.
  *
  * exponent_bins(): the significands of float64 values binned by exponent, for the exact
- * sums of normstats.maths.exact.
+ * sums of normstats.maths.exact. spread_bins(): each image's std and variance from its
+ * integer sums, binned the same way in the same pass (normstats.maths.summary).
  *
  * The GIL is released while a kernel runs: threads of one process reduce in parallel.
  *
@@ -54,6 +56,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -181,6 +184,17 @@ static void portable_image(const uint8_t *restrict pixels, Py_ssize_t length,
  * for each instruction that uses them (as a memory operand), and Zen 4 loads one 64-byte
  * vector a cycle: up to 14% slower. */
 #define IN_REGISTERS(x, y) __asm__("" : "+v"(x), "+v"(y))
+/* Reading from memory. Where the period is several blocks, a chunk is read offset by
+ * offset, each pass striding over the whole chunk, an order the hardware prefetchers do
+ * not follow: streamed from memory, one core reduced 32x32x3 images at 11 GB/s (22 from
+ * cache) and 256x256x3 ones at 15 (40 from cache). So the first pass asks for each step's
+ * bytes in order, into L1, just before reading them (the hardware then streams ahead of
+ * that sequential order), and while a chunk is read, the chunk after it in the same image
+ * is fetched into L2 PREFETCH_BYTES ahead (about two chunks; into L1 that far ahead, it
+ * would evict the chunk being read). Measured on one Zen 4 core from memory: 32x32x3 at
+ * 20 GB/s, 256x256x3 at 31; from cache and on one-block periods (C = 1, 2, 4, ...: their
+ * reads are sequential already, and take neither) nothing changes. */
+#define PREFETCH_BYTES 32768
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512bw")))
 #define TARGET_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 #define TARGET_AVX2 __attribute__((target("avx2")))
@@ -352,6 +366,19 @@ static layout_t *layout_new(Py_ssize_t channels) {
     return layout;
 }
 
+/* Fetch the `bytes` from `p` into L1, in order (a step of the first pass). */
+INLINE void fetch_in_order(const uint8_t *p, Py_ssize_t bytes) {
+    for (Py_ssize_t b = 0; b < bytes; b += 64)
+        __builtin_prefetch(p + b, 0, 3);
+}
+
+/* Fetch the bytes PREFETCH_BYTES after `p` into L2. Only asked while a later chunk of the
+ * image follows, yet that may lie less far ahead: past the image, a hint never faults;
+ * the address is formed as an integer, since such a pointer would be undefined. */
+INLINE void fetch_ahead(const uint8_t *p) {
+    __builtin_prefetch((const void *)((uintptr_t)p + PREFETCH_BYTES), 0, 2);
+}
+
 typedef void (*pairs_fn)(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs);
 typedef void (*block_fn)(lanes_t *lanes, Py_ssize_t offset, const uint8_t *block);
 typedef void (*flush_fn)(lanes_t *lanes, int64_t *sums, int64_t *squares);
@@ -409,42 +436,80 @@ TARGET_AVX512_VNNI INLINE __m512i square_add_vnni(__m512i sums, __m512i words) {
     return _mm512_dpwssd_epi32(sums, words, words);
 }
 
+/* One offset's accumulators: squares of the four kinds, byte minima and maxima, and the
+ * 16-bit sums of even and odd bytes. Passed to inlined functions only: registers. */
+typedef struct {
+    __m512i q[4], lo, hi, even, odd;
+} offset_t;
+
+/* One step: the blocks at `p` (period 2t) and `p + period` (period 2t + 1) into one
+ * offset's accumulators. */
+TARGET_AVX512 INLINE void pair_step_avx512(const uint8_t *p, Py_ssize_t period, offset_t *a,
+                                           square_add_fn square_add) {
+    const __m512i low_bytes = _mm512_set1_epi16(0x00FF);
+    __m512i x = _mm512_loadu_si512(p), y = _mm512_loadu_si512(p + period);
+    IN_REGISTERS(x, y);
+    a->lo = _mm512_min_epu8(a->lo, _mm512_min_epu8(x, y));
+    a->hi = _mm512_max_epu8(a->hi, _mm512_max_epu8(x, y));
+    const __m512i xe = _mm512_and_si512(x, low_bytes), xo = _mm512_srli_epi16(x, 8);
+    const __m512i ye = _mm512_and_si512(y, low_bytes), yo = _mm512_srli_epi16(y, 8);
+    a->even = _mm512_add_epi16(a->even, _mm512_add_epi16(xe, ye));
+    a->odd = _mm512_add_epi16(a->odd, _mm512_add_epi16(xo, yo));
+    a->q[0] = square_add(a->q[0], _mm512_unpacklo_epi16(xe, ye));
+    a->q[1] = square_add(a->q[1], _mm512_unpackhi_epi16(xe, ye));
+    a->q[2] = square_add(a->q[2], _mm512_unpacklo_epi16(xo, yo));
+    a->q[3] = square_add(a->q[3], _mm512_unpackhi_epi16(xo, yo));
+}
+
+/* `steps` steps of one offset from `p`, with the fetches PREFETCH_BYTES describes: each
+ * step's bytes in order (`in_order`, the first pass), and the next chunk's into L2
+ * (`ahead`). Called with constants, so each combination is a loop without branches. */
+TARGET_AVX512 INLINE void offset_steps_avx512(const uint8_t *p, Py_ssize_t period,
+                                              Py_ssize_t steps, offset_t *a, int in_order,
+                                              int ahead, square_add_fn square_add) {
+    for (Py_ssize_t t = 0; t < steps; t++, p += 2 * period) {
+        if (ahead) {
+            fetch_ahead(p);
+            fetch_ahead(p + period);
+        }
+        if (in_order)
+            fetch_in_order(p, 2 * period);
+        pair_step_avx512(p, period, a, square_add);
+    }
+}
+
 TARGET_AVX512 INLINE void pairs_avx512(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs,
                                        square_add_fn square_add) {
     const layout_t *layout = lanes->layout;
     const Py_ssize_t period = layout->period, step = 2 * period, kind = 16 * layout->blocks;
-    const __m512i low_bytes = _mm512_set1_epi16(0x00FF), zero = _mm512_setzero_si512();
+    const __m512i zero = _mm512_setzero_si512();
+    const int strided = layout->blocks > 1; /* see PREFETCH_BYTES */
     for (Py_ssize_t first = 0; first < pairs; first += layout->chunk_pairs) {
         const Py_ssize_t steps =
             pairs - first < layout->chunk_pairs ? pairs - first : layout->chunk_pairs;
+        const int later = strided && first + steps < pairs;
         for (Py_ssize_t v = 0; v < layout->blocks; v++) {
             uint32_t *s = lanes->sums + 16 * v, *q = lanes->squares + 16 * v;
-            __m512i q0 = _mm512_loadu_si512(q), q1 = _mm512_loadu_si512(q + kind),
-                    q2 = _mm512_loadu_si512(q + 2 * kind), q3 = _mm512_loadu_si512(q + 3 * kind);
-            __m512i lo = _mm512_loadu_si512(lanes->lows + BLOCK * v),
-                    hi = _mm512_loadu_si512(lanes->highs + BLOCK * v);
-            __m512i even = zero, odd = zero;
+            offset_t a = {{_mm512_loadu_si512(q), _mm512_loadu_si512(q + kind),
+                           _mm512_loadu_si512(q + 2 * kind), _mm512_loadu_si512(q + 3 * kind)},
+                          _mm512_loadu_si512(lanes->lows + BLOCK * v),
+                          _mm512_loadu_si512(lanes->highs + BLOCK * v), zero, zero};
             const uint8_t *p = base + first * step + BLOCK * v;
-            for (Py_ssize_t t = 0; t < steps; t++, p += step) {
-                __m512i x = _mm512_loadu_si512(p), y = _mm512_loadu_si512(p + period);
-                IN_REGISTERS(x, y);
-                lo = _mm512_min_epu8(lo, _mm512_min_epu8(x, y));
-                hi = _mm512_max_epu8(hi, _mm512_max_epu8(x, y));
-                const __m512i xe = _mm512_and_si512(x, low_bytes), xo = _mm512_srli_epi16(x, 8);
-                const __m512i ye = _mm512_and_si512(y, low_bytes), yo = _mm512_srli_epi16(y, 8);
-                even = _mm512_add_epi16(even, _mm512_add_epi16(xe, ye));
-                odd = _mm512_add_epi16(odd, _mm512_add_epi16(xo, yo));
-                q0 = square_add(q0, _mm512_unpacklo_epi16(xe, ye));
-                q1 = square_add(q1, _mm512_unpackhi_epi16(xe, ye));
-                q2 = square_add(q2, _mm512_unpacklo_epi16(xo, yo));
-                q3 = square_add(q3, _mm512_unpackhi_epi16(xo, yo));
-            }
-            _mm512_storeu_si512(q, q0);
-            _mm512_storeu_si512(q + kind, q1);
-            _mm512_storeu_si512(q + 2 * kind, q2);
-            _mm512_storeu_si512(q + 3 * kind, q3);
-            _mm512_storeu_si512(lanes->lows + BLOCK * v, lo);
-            _mm512_storeu_si512(lanes->highs + BLOCK * v, hi);
+            if (strided && v == 0 && later)
+                offset_steps_avx512(p, period, steps, &a, 1, 1, square_add);
+            else if (strided && v == 0)
+                offset_steps_avx512(p, period, steps, &a, 1, 0, square_add);
+            else if (later)
+                offset_steps_avx512(p, period, steps, &a, 0, 1, square_add);
+            else
+                offset_steps_avx512(p, period, steps, &a, 0, 0, square_add);
+            const __m512i even = a.even, odd = a.odd;
+            _mm512_storeu_si512(q, a.q[0]);
+            _mm512_storeu_si512(q + kind, a.q[1]);
+            _mm512_storeu_si512(q + 2 * kind, a.q[2]);
+            _mm512_storeu_si512(q + 3 * kind, a.q[3]);
+            _mm512_storeu_si512(lanes->lows + BLOCK * v, a.lo);
+            _mm512_storeu_si512(lanes->highs + BLOCK * v, a.hi);
             /* The 16-bit sums, widened the way the squares were paired: same lanes. */
             _mm512_storeu_si512(s, _mm512_add_epi32(_mm512_loadu_si512(s),
                                                     _mm512_unpacklo_epi16(even, zero)));
@@ -574,18 +639,144 @@ static void pairs_avx512vnni(lanes_t *lanes, const uint8_t *base, Py_ssize_t pai
     pairs_avx512(lanes, base, pairs, square_add_vnni);
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* AVX-512, three channels, small images: every accumulator in registers               */
+/* ---------------------------------------------------------------------------------- */
+
+/* RGB is the common case, and on small images the general end of an image (lanes stored,
+ * loaded again, flushed by tables, memsets) cost as much as reading the pixels: 62 ns an
+ * image against 87 for the bytes of a 32x32x3 one. For three channels (a period of 3
+ * blocks) and images of under SUM_STEPS pairs of periods (128x128x3 and below), the same
+ * arithmetic keeps its 24 accumulators in registers, reads the pairs of periods in order
+ * (sequential reads: the hardware prefetchers follow them), and ends by blends and
+ * register folds. Byte i of block v belongs to channel (64v + i) % 3 = (v + i) % 3. */
+#define RGB_PERIOD 192
+/* Pairs of periods below SUM_STEPS: at most 127 * 510 = 64,770 in a 16-bit lane; the
+ * blocks after them are widened straight into 32-bit lanes, as block_avx512 does. An
+ * image's channel total stays below 2^32: (49,152 / 3) * 255^2. */
+#define RGB_BYTES (SUM_STEPS * 2 * RGB_PERIOD)
+
+/* rgb_lane_masks[m]: lanes j of a vector of sums or squares whose byte (lane_byte(0, 0, j),
+ * a kind's offsets aside) is m modulo 3; rgb_byte_masks[m]: bytes i of a block with
+ * i % 3 == m. Set at import. */
+static uint16_t rgb_lane_masks[3];
+static uint64_t rgb_byte_masks[3];
+
+static void rgb_masks_init(void) {
+    for (int j = 0; j < 16; j++)
+        rgb_lane_masks[lane_byte(0, 0, j) % 3] |= (uint16_t)(1u << j);
+    for (int i = 0; i < BLOCK; i++)
+        rgb_byte_masks[i % 3] |= (uint64_t)1 << i;
+}
+
+/* Lanes of class r (lane 0's byte r modulo 3) hold channel (r + m) % 3 where lane_byte is
+ * m modulo 3: channel c gathers class c's lanes of m = 0, class (c + 2)'s of m = 1 and
+ * class (c + 1)'s of m = 2. Its total is below 2^32 (RGB_BYTES). */
+TARGET_AVX512 INLINE uint32_t rgb_channel_sum(const __m512i *classes, int c) {
+    const __m512i mixed = _mm512_mask_blend_epi32(rgb_lane_masks[2], classes[c],
+                                                  classes[(c + 1) % 3]);
+    return sum_lanes_512(_mm512_mask_blend_epi32(rgb_lane_masks[1], mixed,
+                                                 classes[(c + 2) % 3]));
+}
+
+/* Byte i of block v holds channel (v + i) % 3: channel c takes block c's bytes of
+ * i % 3 == 0, block (c + 2)'s of 1 and block (c + 1)'s of 2. */
+TARGET_AVX512 INLINE __m256i rgb_channel_bytes(const __m512i *blocks, int c, int lowest) {
+    const __m512i mixed = _mm512_mask_blend_epi8(rgb_byte_masks[2], blocks[c],
+                                                 blocks[(c + 1) % 3]);
+    const __m512i bytes = _mm512_mask_blend_epi8(rgb_byte_masks[1], mixed, blocks[(c + 2) % 3]);
+    const __m256i a = _mm512_castsi512_si256(bytes), b = _mm512_extracti64x4_epi64(bytes, 1);
+    return lowest ? _mm256_min_epu8(a, b) : _mm256_max_epu8(a, b);
+}
+
+/* The lanes of squares (q) and of sums widened from 16-bit words (s) of kind k, made by
+ * a block (its bytes' words beside zero words): block_avx512's arithmetic, in registers. */
+TARGET_AVX512 INLINE void rgb_block(__m512i x, __m512i s[4], __m512i q[4], __m512i *lo,
+                                    __m512i *hi) {
+    const __m512i zero = _mm512_setzero_si512();
+    *lo = _mm512_min_epu8(*lo, x);
+    *hi = _mm512_max_epu8(*hi, x);
+    const __m512i xe = _mm512_and_si512(x, _mm512_set1_epi16(0x00FF));
+    const __m512i xo = _mm512_srli_epi16(x, 8);
+    const __m512i u[4] = {_mm512_unpacklo_epi16(xe, zero), _mm512_unpackhi_epi16(xe, zero),
+                          _mm512_unpacklo_epi16(xo, zero), _mm512_unpackhi_epi16(xo, zero)};
+    for (int k = 0; k < 4; k++) {
+        s[k] = _mm512_add_epi32(s[k], u[k]);
+        q[k] = _mm512_add_epi32(q[k], _mm512_madd_epi16(u[k], u[k]));
+    }
+}
+
+TARGET_AVX512 INLINE void rgb_avx512(const uint8_t *pixels, Py_ssize_t length, int64_t *sums,
+                                     int64_t *squares, uint8_t *lows, uint8_t *highs,
+                                     square_add_fn square_add) {
+    const __m512i zero = _mm512_setzero_si512();
+    const Py_ssize_t pairs = length / (2 * RGB_PERIOD), rest = pairs * 2 * RGB_PERIOD;
+    __m512i lo[3], hi[3], sum_classes[3] = {zero, zero, zero};
+    __m512i square_classes[3] = {zero, zero, zero};
+    /* Offset by offset, as pairs_avx512 (each offset's 8 accumulators in registers, then
+     * added into the classes: 20 registers live, not 32), the first pass asking for each
+     * step's bytes in order (PREFETCH_BYTES). Every index is a constant once unrolled: an
+     * array indexed at run time would live in memory, stored at every step. */
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++) {
+        offset_t a = {{zero, zero, zero, zero}, _mm512_set1_epi8((char)255), zero, zero, zero};
+        offset_steps_avx512(pixels + BLOCK * v, RGB_PERIOD, pairs, &a, v == 0, 0, square_add);
+        __m512i *q = a.q;
+        __m512i s[4] = {_mm512_unpacklo_epi16(a.even, zero), _mm512_unpackhi_epi16(a.even, zero),
+                        _mm512_unpacklo_epi16(a.odd, zero), _mm512_unpackhi_epi16(a.odd, zero)};
+        lo[v] = a.lo;
+        hi[v] = a.hi;
+        /* Under two periods left: the whole blocks of this offset (the v-th and, under
+         * two blocks, the (v + 3)-th after the pairs). */
+        for (Py_ssize_t at = rest + BLOCK * v; at + BLOCK <= length && at < rest + 5 * BLOCK;
+             at += 3 * BLOCK)
+            rgb_block(_mm512_loadu_si512(pixels + at), s, q, &lo[v], &hi[v]);
+        /* Vectors whose lane 0 holds the same byte modulo 3 (64v + KIND_OFFSET[k]) hold the
+         * same channels lane by lane: their class's. */
+        for (int k = 0; k < 4; k++) {
+            const int r = (BLOCK * v + KIND_OFFSET[k]) % 3;
+            sum_classes[r] = _mm512_add_epi32(sum_classes[r], s[k]);
+            square_classes[r] = _mm512_add_epi32(square_classes[r], q[k]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int c = 0; c < 3; c++) {
+        sums[c] += rgb_channel_sum(sum_classes, c);
+        squares[c] += rgb_channel_sum(square_classes, c);
+        const __m256i l = rgb_channel_bytes(lo, c, 1), h = rgb_channel_bytes(hi, c, 0);
+        fold_extremes(_mm_min_epu8(_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1)),
+                      _mm_max_epu8(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)),
+                      lows + c, highs + c);
+    }
+    /* Under 64 bytes left: straight into the outputs. */
+    Py_ssize_t at = rest + (length - rest) / BLOCK * BLOCK;
+    for (Py_ssize_t c = at % 3; at < length; at++, c = c + 1 == 3 ? 0 : c + 1) {
+        const uint8_t value = pixels[at];
+        sums[c] += value;
+        squares[c] += (int64_t)value * value;
+        lows[c] = value < lows[c] ? value : lows[c];
+        highs[c] = value > highs[c] ? value : highs[c];
+    }
+}
+
 TARGET_AVX512
 static void image_avx512(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t length,
                          int64_t *sums, int64_t *squares, uint8_t *lows, uint8_t *highs) {
-    lanes_image(lanes, pairs_avx512bw, block_avx512, flush_avx512, extremes_avx512, pixels,
-                length, sums, squares, lows, highs);
+    if (lanes->layout->channels == 3 && length < RGB_BYTES)
+        rgb_avx512(pixels, length, sums, squares, lows, highs, square_add_madd);
+    else
+        lanes_image(lanes, pairs_avx512bw, block_avx512, flush_avx512, extremes_avx512,
+                    pixels, length, sums, squares, lows, highs);
 }
 
 TARGET_AVX512_VNNI
 static void image_avx512vnni(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t length,
                              int64_t *sums, int64_t *squares, uint8_t *lows, uint8_t *highs) {
-    lanes_image(lanes, pairs_avx512vnni, block_avx512, flush_avx512, extremes_avx512, pixels,
-                length, sums, squares, lows, highs);
+    if (lanes->layout->channels == 3 && length < RGB_BYTES)
+        rgb_avx512(pixels, length, sums, squares, lows, highs, square_add_vnni);
+    else
+        lanes_image(lanes, pairs_avx512vnni, block_avx512, flush_avx512, extremes_avx512,
+                    pixels, length, sums, squares, lows, highs);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -600,9 +791,11 @@ static void pairs_avx2(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
     const layout_t *layout = lanes->layout;
     const Py_ssize_t period = layout->period, step = 2 * period, kind = 16 * layout->blocks;
     const __m256i low_bytes = _mm256_set1_epi16(0x00FF), zero = _mm256_setzero_si256();
+    const int strided = layout->blocks > 1; /* see PREFETCH_BYTES */
     for (Py_ssize_t first = 0; first < pairs; first += layout->chunk_pairs) {
         const Py_ssize_t steps =
             pairs - first < layout->chunk_pairs ? pairs - first : layout->chunk_pairs;
+        const int later = strided && first + steps < pairs;
         for (Py_ssize_t h = 0; h < 2 * layout->blocks; h++) {
             const Py_ssize_t v = h / 2, lane = 16 * v + 8 * (h % 2), byte = 32 * h;
             uint32_t *s = lanes->sums + lane, *q = lanes->squares + lane;
@@ -615,6 +808,12 @@ static void pairs_avx2(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
             __m256i even = zero, odd = zero;
             const uint8_t *p = base + first * step + byte;
             for (Py_ssize_t t = 0; t < steps; t++, p += step) {
+                if (strided && h == 0)
+                    fetch_in_order(p, step);
+                if (later && h % 2 == 0) { /* a block's two halves share its lines */
+                    fetch_ahead(p);
+                    fetch_ahead(p + period);
+                }
                 __m256i x = _mm256_loadu_si256((const __m256i *)p),
                         y = _mm256_loadu_si256((const __m256i *)(p + period));
                 IN_REGISTERS(x, y);
@@ -1010,9 +1209,23 @@ static PyObject *select_variant(PyObject *self, PyObject *arg) {
     return NULL;
 }
 
+/* The significand of the float64 whose bits are `b`, signed, into column `c` of the bins
+ * (2048 x columns) of its biased exponent: its low 27 bits and the rest. Pieces are
+ * below 2^27, so the bins stay exact for 2^36 values a column. */
+static inline void bin_float(int64_t b, Py_ssize_t c, Py_ssize_t columns, int64_t *low,
+                             int64_t *high) {
+    const int64_t biased = (b >> 52) & 0x7FF;
+    int64_t significand = b & 0xFFFFFFFFFFFFFLL;
+    if (biased > 0)
+        significand |= (int64_t)1 << 52;
+    if (b < 0)
+        significand = -significand;
+    low[biased * columns + c] += significand & 0x7FFFFFF;
+    high[biased * columns + c] += significand >> 27; /* arithmetic shift: floor */
+}
+
 /* Add the significands of float64 values (as int64 bits, rows x columns) into int64 bins
- * (2048 x columns) by biased exponent: the low 27 bits and the rest. Pieces are below
- * 2^27, so the bins stay exact for 2^36 rows. */
+ * (2048 x columns) by biased exponent (bin_float). */
 static PyObject *exponent_bins(PyObject *self, PyObject *args) {
     Py_buffer bits, low_sums, high_sums;
     Py_ssize_t columns;
@@ -1043,27 +1256,164 @@ static PyObject *exponent_bins(PyObject *self, PyObject *args) {
         /* The values are read byte-wise (a numpy view of them may be unaligned). */
         const uint8_t *values = bits.buf;
         int64_t *low = low_sums.buf, *high = high_sums.buf;
-        const Py_ssize_t total = bits.len / 8;
+        const Py_ssize_t rows = bits.len / row_bytes;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < total; i++) {
-            int64_t b;
-            memcpy(&b, values + 8 * i, sizeof b);
-            const Py_ssize_t c = i % columns;
-            const int64_t biased = (b >> 52) & 0x7FF;
-            int64_t significand = b & 0xFFFFFFFFFFFFFLL;
-            if (biased > 0)
-                significand |= (int64_t)1 << 52;
-            if (b < 0)
-                significand = -significand;
-            low[biased * columns + c] += significand & 0x7FFFFFF;
-            high[biased * columns + c] += significand >> 27; /* arithmetic shift: floor */
-        }
+        for (Py_ssize_t i = 0; i < rows; i++)
+            for (Py_ssize_t c = 0; c < columns; c++) {
+                int64_t b;
+                memcpy(&b, values + row_bytes * i + 8 * c, sizeof b);
+                bin_float(b, c, columns, low, high);
+            }
         Py_END_ALLOW_THREADS
     }
     result = Py_None;
     Py_INCREF(result);
 done:
     PyBuffer_Release(&bits);
+    PyBuffer_Release(&low_sums);
+    PyBuffer_Release(&high_sums);
+    return result;
+}
+
+/* Cells (an image's channel) that spread_cells takes at a time: their divisions and
+ * square roots run as vectors (spread_values). */
+#define SPREAD_CELLS 256
+
+/* The variance, its square root and the sample std of `count` cells from their numerators
+ * and denominators (whole: n·n, sample: n·(n − 1)), each operation correctly rounded. A
+ * sample std with a zero denominator is NaN, never binned. */
+static void spread_values(const double *numerators, const double *wholes,
+                          const double *samples, double *variances, double *stds,
+                          double *sample_stds, int count) {
+    for (int j = 0; j < count; j++) {
+        variances[j] = numerators[j] / wholes[j];
+        stds[j] = sqrt(variances[j]);
+        sample_stds[j] = sqrt(numerators[j] / samples[j]);
+    }
+}
+
+#if X86_KERNELS
+/* spread_values eight cells at a time: vdivpd and vsqrtpd round each lane as the scalar
+ * instructions do, so the values are the same bits (the compiler keeps sqrt() scalar, to
+ * set errno). */
+TARGET_AVX512
+static void spread_values_avx512(const double *numerators, const double *wholes,
+                                 const double *samples, double *variances, double *stds,
+                                 double *sample_stds, int count) {
+    int j = 0;
+    for (; j + 8 <= count; j += 8) {
+        const __m512d numerator = _mm512_loadu_pd(numerators + j);
+        const __m512d variance = _mm512_div_pd(numerator, _mm512_loadu_pd(wholes + j));
+        _mm512_storeu_pd(variances + j, variance);
+        _mm512_storeu_pd(stds + j, _mm512_sqrt_pd(variance));
+        _mm512_storeu_pd(sample_stds + j, _mm512_sqrt_pd(_mm512_div_pd(
+                                              numerator, _mm512_loadu_pd(samples + j))));
+    }
+    spread_values(numerators + j, wholes + j, samples + j, variances + j, stds + j,
+                  sample_stds + j, count - j);
+}
+#endif
+
+/* The spreads of `count` images of integer records, each channel's: the population
+ * variance (n·Σx² − (Σx)²) / (n·n), its square root, and where n >= 2 the square root of
+ * the sample variance (n·Σx² − (Σx)²) / (n·(n − 1)), into bins (3 x 2048 x channels:
+ * std, sample std, variance) by bin_float. Numerator and denominator are exact int64s,
+ * each rounded to float64, then divided, as IntegerRecords.image_variance computes them
+ * in numpy: the same values bit for bit, and the bins hold their exact sums. 0, the bins
+ * then incomplete, at the first image numpy's way must take instead (a product past
+ * int64, no pixel, a negative numerator: it errs on the last two). */
+static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8_t *pixels,
+                        Py_ssize_t count, Py_ssize_t channels, int64_t *low, int64_t *high) {
+    const Py_ssize_t kind = 2048 * channels; /* the bins of one of the three */
+    double numerators[SPREAD_CELLS], wholes[SPREAD_CELLS], samples[SPREAD_CELLS];
+    double values[3][SPREAD_CELLS];
+    Py_ssize_t image[SPREAD_CELLS], channel[SPREAD_CELLS];
+    int64_t n = 0, whole = 0, sample = 0;
+    for (Py_ssize_t i = 0, c = 0; i < count;) {
+        int cells = 0;
+        for (; i < count && cells < SPREAD_CELLS; cells++) {
+            if (c == 0) { /* read byte-wise: numpy views may be unaligned */
+                memcpy(&n, pixels + 8 * i, sizeof n);
+                if (n < 1 || __builtin_mul_overflow(n, n, &whole) ||
+                    __builtin_mul_overflow(n, n - 1, &sample))
+                    return 0;
+            }
+            int64_t sum, square, a, b, numerator;
+            memcpy(&sum, sums + 8 * (i * channels + c), sizeof sum);
+            memcpy(&square, squares + 8 * (i * channels + c), sizeof square);
+            if (__builtin_mul_overflow(n, square, &a) || __builtin_mul_overflow(sum, sum, &b) ||
+                __builtin_sub_overflow(a, b, &numerator) || numerator < 0)
+                return 0;
+            numerators[cells] = (double)numerator;
+            wholes[cells] = (double)whole;
+            samples[cells] = (double)sample;
+            image[cells] = n;
+            channel[cells] = c;
+            if (++c == channels) {
+                c = 0;
+                i++;
+            }
+        }
+#if X86_KERNELS
+        (has_avx512() ? spread_values_avx512 : spread_values)(
+            numerators, wholes, samples, values[2], values[0], values[1], cells);
+#else
+        spread_values(numerators, wholes, samples, values[2], values[0], values[1], cells);
+#endif
+        for (int j = 0; j < cells; j++)
+            for (int k = 0; k < 3; k++) {
+                if (k == 1 && image[j] < 2)
+                    continue; /* one value: no sample std */
+                int64_t bits;
+                memcpy(&bits, &values[k][j], sizeof bits);
+                bin_float(bits, channel[j], channels, low + k * kind, high + k * kind);
+            }
+    }
+    return 1;
+}
+
+/* spread_bins(sums, squares, pixels, channels, low_sums, high_sums) -> bool: spread_cells
+ * on int64 sums and squares (count x channels) and pixels (count). */
+static PyObject *spread_bins(PyObject *self, PyObject *args) {
+    Py_buffer sums, squares, pixels, low_sums, high_sums;
+    Py_ssize_t channels;
+    if (!PyArg_ParseTuple(args, "y*y*y*nw*w*", &sums, &squares, &pixels, &channels, &low_sums,
+                          &high_sums))
+        return NULL;
+    PyObject *result = NULL;
+    const Py_ssize_t count = pixels.len / 8, cells = size_product(count, channels);
+    const Py_ssize_t cell_bytes = size_product(cells, 8);
+    const Py_ssize_t bin_bytes = size_product(channels, 3 * 2048 * 8);
+    if (channels < 1) {
+        PyErr_SetString(PyExc_ValueError, "channels must be >= 1");
+        goto done;
+    }
+    if (pixels.len % 8 != 0) {
+        PyErr_SetString(PyExc_ValueError, "pixels is not a whole number of int64s");
+        goto done;
+    }
+    if (cell_bytes < 0 || bin_bytes < 0) {
+        PyErr_Format(PyExc_OverflowError, "%zd images of %zd channels: more than memory can "
+                     "hold", count, channels);
+        goto done;
+    }
+    Py_buffer *const buffers[] = {&sums, &squares, &pixels, &low_sums, &high_sums};
+    static const char *const names[] = {"sums", "squares", "pixels", "low_sums", "high_sums"};
+    if (!check_size(&sums, cell_bytes, 1, "sums") ||
+        !check_size(&squares, cell_bytes, 1, "squares") ||
+        !check_size(&low_sums, bin_bytes, 8, "low_sums") ||
+        !check_size(&high_sums, bin_bytes, 8, "high_sums") || !check_apart(buffers, names, 5))
+        goto done;
+    int complete;
+    Py_BEGIN_ALLOW_THREADS
+    complete = spread_cells(sums.buf, squares.buf, pixels.buf, count, channels, low_sums.buf,
+                            high_sums.buf);
+    Py_END_ALLOW_THREADS
+    result = PyBool_FromLong(complete);
+done:
+    PyBuffer_Release(&sums);
+    PyBuffer_Release(&squares);
+    PyBuffer_Release(&pixels);
     PyBuffer_Release(&low_sums);
     PyBuffer_Release(&high_sums);
     return result;
@@ -1079,6 +1429,13 @@ static PyMethodDef methods[] = {
      "exponent_bins(bits, columns, low_sums, high_sums)\n\n"
      "Add the significands of float64 values, given as int64 bits (rows, columns), into\n"
      "int64 bins (2048, columns) by biased exponent: the low 27 bits and the rest."},
+    {"spread_bins", spread_bins, METH_VARARGS,
+     "spread_bins(sums, squares, pixels, channels, low_sums, high_sums) -> bool\n\n"
+     "Add each image's population std, sample std (images of two pixels or more) and\n"
+     "population variance per channel, from int64 sums and squares (count, channels) of\n"
+     "int64 pixels (count) values, into int64 bins (3, 2048, channels) as exponent_bins\n"
+     "does. False, the bins incomplete, where numpy must compute them (int64 overflow,\n"
+     "images without pixels, sums that are no variance)."},
     {"_variants", variants, METH_NOARGS,
      "_variants() -> tuple of the moments() kernels this CPU runs, best first."},
     {"_select", select_variant, METH_O,
@@ -1095,6 +1452,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__moments(void) {
 #if X86_KERNELS
     __builtin_cpu_init();
+    rgb_masks_init();
 #endif
     chosen = best_variant();
     return PyModule_Create(&module);

@@ -248,7 +248,9 @@ class ArrayTask:
     def _masked_result(self, stack: np.ndarray) -> TaskResult:
         """Records with nodata, NaN and masked values left out band by band; images with
         an infinite or too large valid value are skipped and named."""
+        # keyed by index, as the records of arrays are (`normstats.records`)
         records = masked_records(stack, nodata=self.nodata, mask=self._mask_of(),
+                                 keys=tuple(range(self.start, self.start + len(stack))),
                                  channel_names=self.channel_names)
         unusable = unusable_images(records)
         if not unusable.any():

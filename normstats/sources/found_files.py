@@ -21,6 +21,8 @@ from normstats.sources.file_list import PATH_ENCODING, PATH_ERRORS, FileList, ch
 __all__ = ["FoundFiles"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: ``stat.S_IFMT`` and ``stat.S_IFREG``: the bits of a mode that say a regular file.
+_FILE_TYPE, _REGULAR = 0o170000, 0o100000
 
 
 class FoundFiles:
@@ -47,6 +49,28 @@ class FoundFiles:
                         for path, mode, ok in zip(paths, modes, regular) if not ok]
             self.extend(list(compress(paths, regular)), list(compress(rows, regular)), skipped)
             return
+        self._add_paths(paths)
+        self.devices.extend(array("Q", devices))
+        self.inodes.extend(array("Q", inodes))
+        self.sizes.extend(array("q", sizes))
+        self.mtimes.extend(_int64s(mtimes))
+        self.ctimes.extend(_int64s(ctimes))
+
+    def extend_stats(self, paths: list[str], stats: np.ndarray, skipped: list[Skipped]) -> None:
+        """`extend` from an int64 (n, 6) array of the same fields (the C stat loop's: device
+        and inode as their bits), without a Python object a number."""
+        if not (stats[:, 0] & _FILE_TYPE == _REGULAR).all():  # a FIFO, a device: name it
+            unsigned = stats[:, 1:3].view(np.uint64)
+            self.extend(paths, list(zip(stats[:, 0].tolist(), unsigned[:, 0].tolist(),
+                                        unsigned[:, 1].tolist(), *stats[:, 3:].T.tolist())),
+                        skipped)
+            return
+        self._add_paths(paths)
+        for column, values in zip((self.devices, self.inodes, self.sizes, self.mtimes,
+                                   self.ctimes), stats[:, 1:].T):
+            column.frombytes(np.ascontiguousarray(values).tobytes())
+
+    def _add_paths(self, paths: list[str]) -> None:
         joined = "".join(paths)
         if joined.isascii():  # one byte a character: one encode for the batch
             self.paths += joined.encode()
@@ -55,11 +79,6 @@ class FoundFiles:
             encoded = [path.encode(PATH_ENCODING, PATH_ERRORS) for path in paths]
             self.paths += b"".join(encoded)
             self.lengths.extend(array("q", map(len, encoded)))
-        self.devices.extend(array("Q", devices))
-        self.inodes.extend(array("Q", inodes))
-        self.sizes.extend(array("q", sizes))
-        self.mtimes.extend(_int64s(mtimes))
-        self.ctimes.extend(_int64s(ctimes))
 
     def first_link_of_each_file(self, skipped: list[Skipped]) -> FileList:
         """The files, each physical file once: at its first path (they were found in the

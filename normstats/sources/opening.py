@@ -112,6 +112,10 @@ def _open_object(data: Any, options: ReadOptions) -> Source | IterableSource:
     from normstats.sources.iterable import IterableSource, is_data_loader
     from normstats.sources.mapped import MappedSource, is_map_style
 
+    if options.nodata is not None:  # their items are not decoded under the policy
+        raise InvalidOptionError("nodata is left out of image files, dataset files and numpy "
+                                 "arrays, not of the items of a dataset object or iterable: "
+                                 "pass the folder, or the images as a numpy masked array")
     if (arrow := hf_source(data, options)) is not None:  # a Hugging Face Dataset's table
         return arrow
     mode, layout, image_key = options.mode, options.layout, options.image_key

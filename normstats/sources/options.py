@@ -197,7 +197,9 @@ class ReadOptions:
         ``DataArray`` by its dimension names, `normstats.sources.labelled`).
     scale : float, optional
         Divisor of the reported values (default: the dtype maximum for integer images,
-        1 for floats and vectors). Pixels (`normstats.images`) are never scaled.
+        1 for floats, vectors and TIFF rasters deeper than 8 bits or of more than 4 bands,
+        which are measurements: `normstats.maths.scale`). Pixels (`normstats.images`) are
+        never scaled.
     channels : tuple of str or str, optional
         Channel names (default R, G, B for decoded colour images; c0, c1, ... for arrays);
         a string is split at commas.

@@ -20,12 +20,19 @@ from itertools import compress, groupby, islice, product
 from operator import attrgetter, not_
 from pathlib import Path
 
+import numpy as np
+
 from normstats.errors import SkipKind
 from normstats.maths.records import Skipped
 from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
 from normstats.sources.file_list import FileList
 from normstats.sources.found_files import FoundFiles
 from normstats.sources.heap import release_free_memory
+
+try:  # the stat loop in C (POSIX), built with normstats
+    from normstats.sources._stat_batch import stat_names as _stat_names
+except ImportError:  # pragma: no cover - a source tree used without pip install, or Windows
+    _stat_names = None
 
 __all__ = ["WalkResult", "walk_images", "list_named_files"]
 
@@ -293,10 +300,16 @@ def _stat_files(names: list[str], rel: str, found: FoundFiles, skipped: list[Ski
     ``under``; links followed) and add those that can be to ``found`` as ``rel + name``, a
     batch at a time; the others go to ``skipped``."""
     stat, fields = os.stat, _FIELDS
+    fast = _stat_names if dir_fd is not None else None
     for start in range(0, len(names), _BATCH):
         batch = names[start:start + _BATCH]
-        targets = batch if under is None else [os.path.join(under, name) for name in batch]
         paths = [rel + name for name in batch] if rel else batch
+        if fast:  # the system call and nothing else a file; any failure: by Python, below
+            stats = np.empty((len(batch), 6), np.int64)
+            if fast(dir_fd, batch, stats) == 0:
+                found.extend_stats(paths, stats, skipped)
+                continue
+        targets = batch if under is None else [os.path.join(under, name) for name in batch]
         try:  # one system call a file and no other work (DirEntry.stat() would keep it)
             rows = [fields(stat(target, dir_fd=dir_fd)) for target in targets]
         except OSError:  # a dangling symlink or a file deleted meanwhile: one at a time

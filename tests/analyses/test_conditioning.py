@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 
 import normstats
-from normstats.analyses.conditioning import SecondMoments, condition_number, conditioning
+from normstats.analyses.conditioning import (
+    Conditioning,
+    CovarianceConditioning,
+    SecondMoments,
+    channel_conditioning,
+    condition_number,
+    conditioning,
+    render_channel_conditioning,
+    render_conditioning,
+)
 from normstats.errors import EmptyDatasetError, InvalidOptionError, UnreadableInputError
 
 
@@ -203,3 +212,82 @@ def test_constant_features_are_named() -> None:
     with pytest.raises(InvalidOptionError) as caught:
         conditioning(x)
     assert str(caught.value) == "feature(s) [1, 3] are constant: standardization is undefined"
+
+
+def test_as_many_nan_as_infinite_values_are_still_refused() -> None:
+    x = np.arange(10.0).reshape(5, 2)
+    x[2, 1], x[4, 1] = np.nan, np.inf
+    with pytest.raises(UnreadableInputError) as caught:
+        SecondMoments.from_array(x)
+    assert str(caught.value).startswith("1 NaN and 1 infinite in 1 feature(s) (feature 1: 1 "
+                                        "NaN and 1 infinite): the condition number")
+
+
+def test_a_missing_chunk_is_named_with_its_store(tmp_path) -> None:
+    import zarr
+
+    path = tmp_path / "v.zarr"
+    zarr.create_array(path, shape=(6, 2), chunks=(2, 2), dtype="float64")[:] = 1.0
+    (path / "c" / "2" / "0").unlink()
+    with pytest.raises(UnreadableInputError) as caught:
+        SecondMoments.from_array(zarr.open_array(path, mode="r"))
+    assert caught.value.path == str(path)
+    assert str(caught.value).startswith(f"{path}: 1 of 3 chunks are missing from the zarr "
+                                        "store (c/2/0; images 4-5)")
+
+
+def test_the_vector_report_word_for_word() -> None:
+    plus = conditioning(np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 2.0], [0.0, -2.0]]))
+    assert plus.covariance == CovarianceConditioning(4.0, 1.0, 1.0)
+    assert plus.to_dict() == {"raw": plus.raw, "standardized": plus.standardized,
+                              "min_max": plus.min_max, "features": 2, "vectors": 4,
+                              "covariance": {"raw": 4.0, "standardized": 1.0,
+                                             "whitened": 1.0}}
+    assert render_conditioning(plus, "p.npy") == (
+        "normstats conditioning: p.npy (4 vectors, 2 features)\n"
+        "  condition number of the second-moment matrix XᵀX/n (the least-squares Hessian):\n"
+        "    raw features                    4\n"
+        "    min-max to [0, 1]               5\n"
+        "    standardized                    1\n"
+        "  condition number of the feature covariance:\n"
+        "    as is                           4\n"
+        "    standardized                    1   (the correlation matrix)\n"
+        "    ZCA-whitened                    1\n"
+        "  gradient descent needs ~κ iterations per digit of accuracy: standardize when the "
+        "raw number is large (income in dollars and height in inches: ~1e5, ~1 after).")
+    bare = Conditioning(12345.678, 1.0, 3.5e-7, 3, 1234567)
+    assert bare.to_dict() == {"raw": 12345.678, "standardized": 1.0, "min_max": 3.5e-07,
+                              "features": 3, "vectors": 1234567, "covariance": None}
+    assert render_conditioning(bare) == (
+        "normstats conditioning: vectors (1,234,567 vectors, 3 features)\n"
+        "  condition number of the second-moment matrix XᵀX/n (the least-squares Hessian):\n"
+        "    raw features            1.235e+04\n"
+        "    min-max to [0, 1]         3.5e-07\n"
+        "    standardized                    1\n"
+        "  gradient descent needs ~κ iterations per digit of accuracy: standardize when the "
+        "raw number is large (income in dollars and height in inches: ~1e5, ~1 after).")
+
+
+def test_the_channel_report_word_for_word() -> None:
+    import dataclasses
+
+    x = np.array([[[[0, 0, 3]]], [[[255, 200, 1]]], [[[10, 60, 2]]], [[[40, 7, 90]]],
+                  [[[100, 100, 100]]]], np.uint8)
+    stats = normstats.compute(x, covariance=True, channels="R,G,B")
+    result = channel_conditioning(stats)
+    assert result == CovarianceConditioning.of(stats.covariance)
+    text = render_channel_conditioning(result, dataclasses.replace(stats, source=""))
+    assert text == (
+        "normstats conditioning: images (5 images, channels R, G, B)\n"
+        "  condition number of the channel covariance:\n"
+        f"    as is                {result.raw:12.4g}\n"
+        f"    standardized         {result.standardized:12.4g}   (the correlation matrix)\n"
+        f"    ZCA-whitened         {result.whitened:12.4g}\n"
+        "  standardizing scales each channel; only whitening removes their correlation.")
+    assert render_channel_conditioning(result, stats).startswith(
+        "normstats conditioning: array (5, 1, 1, 3) uint8 (5 images, channels R, G, B)\n")
+    for missing in (normstats.compute(x), object()):
+        with pytest.raises(InvalidOptionError) as caught:
+            channel_conditioning(missing)
+        assert str(caught.value) == ("the result has no channel covariance: compute it with "
+                                     "covariance=True (--covariance)")

@@ -23,12 +23,12 @@ import math
 import struct
 from unittest import mock
 
+import numpy as np
 import pytest
+import tifffile
 from fuzz.fuzzing import fuzz_settings, regression_inputs
 from hypothesis import event, given
 from hypothesis import strategies as st
-import numpy as np
-import tifffile
 from PIL import Image
 from raster_files import raster_bytes
 from sources.decoding.test_decode import tiff_bytes

@@ -129,3 +129,12 @@ def test_summary_of_photo_like_images_is_the_exact_sum_of_rounded_per_image_stds
         assert Fraction(summary.var_sum[c], 2**FIXED_BITS) == var0
         assert summary.minimum[c] == stack[..., c].min()
         assert summary.maximum[c] == stack[..., c].max()
+
+
+def test_int64_sum_adds_directly_only_where_no_sum_can_pass_int64():
+    """Rows times the largest magnitude below 2**63: summed as they are (the records of
+    8-bit images); at 2**63 already, the halves are summed apart, else the total wraps."""
+    assert int64_sum(np.array([[-5, 2**61], [3, 2**61], [1, 2**61]])) == [-1, 3 * 2**61]
+    assert int64_sum(np.full((2, 1), 2**62, dtype=np.int64)) == [2**63]
+    assert int64_sum(np.full((2, 1), -2**62, dtype=np.int64)) == [-2**63]
+    assert int64_sum(np.zeros((0, 2), np.int64)) == [0, 0]

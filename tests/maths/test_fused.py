@@ -276,3 +276,66 @@ def test_extremes_found_in_every_part_of_an_image(variant):
         flat[row, at] = 3
         flat[row, at - 1] = 250
     assert kernel(flat, channels) == oracle(flat, channels)
+
+
+#: Below this many pixels (SUM_STEPS pairs of periods of 3 channels: 128x128x3), images
+#: of three channels keep every accumulator in registers (RGB_BYTES in _moments.c).
+RGB_PIXELS = SUM_STEPS * 2 * period(3) // 3
+
+
+def test_three_channel_images_around_the_register_bound(rng, variant):
+    """All-255 images (the 16-bit sums nearest their limit) and channels of distinct ranges
+    at every pixel count from under two periods below the register bound to past a pair
+    of periods above it, and a few small images: below the bound, the accumulators stay
+    in registers and end by blends; above, the general end. Both exact."""
+    counts = [1024, 4096, 333, *range(RGB_PIXELS - 260, RGB_PIXELS + 200)]
+    for pixels in counts:
+        full = np.full((1, pixels * 3), 255, np.uint8)
+        assert kernel(full, 3) == oracle(full, 3), pixels
+        flat = (rng.integers(0, 101, size=(2, pixels, 3)) + [0, 60, 150]).astype(np.uint8)
+        assert kernel(flat.reshape(2, -1), 3) == oracle(flat.reshape(2, -1), 3), pixels
+
+
+def spread_oracle(pixels: np.ndarray, sums: np.ndarray, squares: np.ndarray) -> list:
+    """What numpy computes for the spreads (`IntegerRecords.image_variance`): population
+    and sample variance from exact integers each rounded once, then square roots."""
+    n = pixels[:, None]
+    numerator = (n * squares - sums * sums).astype(np.float64)
+    variance = numerator / (n * n).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sample = np.sqrt(numerator / (n * (n - 1)).astype(np.float64))[pixels >= 2]
+    return [np.sqrt(variance), sample, variance]
+
+
+def test_integer_spreads_are_numpys_values_bit_for_bit(rng):
+    """Images of one pixel (no sample std) to 2**20 of 8-bit values and to 4096 of 16-bit
+    ones, constant ones (variance 0) among them: the compiled pass bins each value
+    exactly as numpy computes it, so the exact sums agree."""
+    from normstats.maths.exact import add_bins, fixed_sum
+
+    count, channels = 3000, 3
+    wide = rng.random(count) < 0.5
+    pixels = np.where(wide, rng.choice([1, 2, 3, 1024, 4096], size=count),
+                      rng.choice([1, 2, 3, 1024, 50_000, 2**20], size=count))
+    values = rng.integers(0, np.where(wide, 65536, 256)[:, None], size=(count, channels))
+    # n values of mean `values` whose squares add `spread` more: n · spread above (Σx)²
+    spread = rng.integers(0, values + 1) * (rng.random((count, 1)) < 0.9)
+    sums = pixels[:, None] * values
+    squares = pixels[:, None] * values * values + spread * (pixels[:, None] > 1)
+    low, high = fused.integer_spreads(pixels, sums, squares)
+    for index, expected in enumerate(spread_oracle(pixels, sums, squares)):
+        totals = [0] * channels
+        add_bins(low[index], high[index], totals)
+        assert totals == fixed_sum(expected), index
+
+
+@pytest.mark.parametrize("pixels, sums, squares", [
+    (2**40, 2**20, 2**40),  # n · Σx² past int64
+    (2**32, 0, 0),  # n · n past int64
+    (0, 0, 0),  # an image of no pixel
+    (2, 5, 1),  # (Σx)² > n · Σx²: no variance
+])
+def test_integer_spreads_leave_to_numpy_what_int64_cannot_hold(pixels, sums, squares):
+    """None: numpy's way then computes them (with Python ints) or names the error."""
+    assert fused.integer_spreads(np.array([7, pixels]), np.array([[0], [sums]]),
+                                 np.array([[0], [squares]])) is None

@@ -126,6 +126,55 @@ BINS = {
                                    "bytearray(16384)))(bytearray(16384))", "ValueError",
                                    "bits and low_sums share memory"),
 }
+#: spread_bins: int64 sums and squares (count, channels), pixels (count), bins of
+#: 3 * 2048 * channels int64 each (49,152 bytes a channel); one image of 4 pixels whose
+#: sums are 6 and 14 is the control.
+ONE = 'struct.pack("<q", 6), struct.pack("<q", 14), struct.pack("<q", 4)'
+SPREADS = {
+    "spread: no channels": ("m.spread_bins(bytes(8), bytes(8), bytes(8), 0, bytearray(0), "
+                            "bytearray(0))", "ValueError", "channels must be >= 1"),
+    "spread: pixels not whole int64s": ("m.spread_bins(b'', b'', bytes(7), 1, bytearray(49152), "
+                                        "bytearray(49152))", "ValueError",
+                                        "not a whole number of int64s"),
+    "spread: 2**61 channels (outputs wrap)": ("m.spread_bins(b'', b'', bytes(8), 2**61, "
+                                              "bytearray(0), bytearray(0))", "OverflowError",
+                                              "1 images of 2305843009213693952 channels"),
+    "spread: bins of 2**50 channels wrap": ("m.spread_bins(b'', b'', b'', 2**50, bytearray(0), "
+                                            "bytearray(0))", "OverflowError",
+                                            "more than memory can hold"),
+    "spread: sums a byte short": ("m.spread_bins(bytes(7), bytes(8), bytes(8), 1, "
+                                  "bytearray(49152), bytearray(49152))", "ValueError",
+                                  "sums holds 7 bytes, the kernel expects 8"),
+    "spread: squares for two images": ("m.spread_bins(bytes(8), bytes(16), bytes(8), 1, "
+                                       "bytearray(49152), bytearray(49152))", "ValueError",
+                                       "squares holds 16 bytes"),
+    "spread: low_sums a byte short": ("m.spread_bins(bytes(8), bytes(8), bytes(8), 1, "
+                                      "bytearray(49151), bytearray(49152))", "ValueError",
+                                      "low_sums holds 49151 bytes, the kernel expects 49152"),
+    "spread: high_sums unaligned": ("m.spread_bins(bytes(8), bytes(8), bytes(8), 1, "
+                                    "bytearray(49152), memoryview(bytearray(49153))[1:])",
+                                    "ValueError", "high_sums is not aligned"),
+    "spread: low_sums and high_sums one buffer": ("(lambda b: m.spread_bins(bytes(8), "
+                                                  "bytes(8), bytes(8), 1, b, b))"
+                                                  "(bytearray(49152))", "ValueError",
+                                                  "low_sums and high_sums share memory"),
+    "spread: the sums inside low_sums": ("(lambda b: m.spread_bins(memoryview(b)[:8], "
+                                         "bytes(8), bytes(8), 1, b, bytearray(49152)))"
+                                         "(bytearray(49152))", "ValueError",
+                                         "sums and low_sums share memory"),
+    "spread: read-only bins": (f"m.spread_bins({ONE}, 1, bytes(49152), bytearray(49152))",
+                               "TypeError", "read-write"),
+    "spread: one image (the control)": (f"m.spread_bins({ONE}, 1, bytearray(49152), "
+                                        "bytearray(49152))", "returned", "True"),
+    "spread: no image": ("m.spread_bins(b'', b'', b'', 3, bytearray(3 * 49152), "
+                         "bytearray(3 * 49152))", "returned", "True"),
+    "spread: an image of no pixel, left to numpy": (
+        "m.spread_bins(bytes(8), bytes(8), bytes(8), 1, bytearray(49152), bytearray(49152))",
+        "returned", "False"),
+    "spread: n * n past int64, left to numpy": (
+        'm.spread_bins(bytes(8), bytes(8), struct.pack("<q", 2**32), 1, bytearray(49152), '
+        "bytearray(49152))", "returned", "False"),
+}
 CROSS = {
     "cross: 2**62 images of 3 channels (outputs wrap)":
         ('x.cross(b"", 2**62, 3, bytearray(0))', "OverflowError",
@@ -172,7 +221,7 @@ PNG = {  # the walk reads its sizes from the bytes: lengths near 2**32 must not 
     "a CRC over bytes not contiguous": ("p.crc32(memoryview(bytes(8))[::2])", "BufferError",
                                         "not C-contiguous"),
 }
-CASES = {**MOMENTS, **BINS, **CROSS, **PNG}
+CASES = {**MOMENTS, **BINS, **SPREADS, **CROSS, **PNG}
 
 
 @pytest.fixture(scope="module")

@@ -207,3 +207,13 @@ def test_batches_that_name_their_images_and_batches_that_do_not_are_not_mixed():
     joined = concat_records([empty, unnamed])
     assert joined.keys == () and len(joined) == 2
     assert concat_records([unnamed, unnamed]).keys == ()
+
+
+def test_a_batch_of_no_images_has_no_variances():
+    from normstats.maths.records import records_from_stack
+
+    for dtype in (np.uint8, np.uint16, np.float32):
+        empty = records_from_stack(np.zeros((0, 2, 2, 3), dtype))
+        for ddof in (0, 1):
+            variance = empty.image_variance(ddof)
+            assert variance.shape == (0, 3) and variance.dtype == np.float64

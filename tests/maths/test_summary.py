@@ -52,3 +52,21 @@ def test_only_images_of_two_pixels_or_more_have_a_sample_std():
     assert pair.images_ddof1 == 1 and pair.std_ddof1_sum != (0,)  # sqrt(2) > 0
     merged = single.merge(pair)
     assert (merged.images, merged.images_ddof1) == (4, 1)
+
+
+def test_integer_records_summarise_the_same_with_or_without_the_compiled_spreads(
+        rng, monkeypatch):
+    """Each image's std, sample std and variance take one compiled pass for integer
+    records (`fused.integer_spreads`); numpy's passes give the same exact sums, images
+    of one pixel (no sample std) among them."""
+    from normstats.maths import fused
+    from normstats.maths.records import concat_records
+
+    records = concat_records([
+        records_from_stack(rng.integers(0, 256, (300, 5, 7, 3), dtype=np.uint8)),
+        records_from_stack(rng.integers(0, 256, (20, 1, 1, 3), dtype=np.uint8)),
+        records_from_stack(np.full((4, 3, 3, 3), 9, np.uint8))])
+    compiled = summarize(records)
+    monkeypatch.setattr(fused, "integer_spreads", lambda *arguments: None)
+    assert summarize(records) == compiled
+    assert compiled.images_ddof1 == 304 and compiled.std_sum != compiled.std_ddof1_sum

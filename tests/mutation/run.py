@@ -21,8 +21,8 @@ For each package the script
    the work folder.
 
 ``--rerun-survivors`` copies the checkout into the kept work folder again and runs the
-mutants of the functions changed since and the last run's survivors (the other verdicts
-stand), for the loop of reading a survivor and writing the test that kills it;
+mutants of the functions changed since and the last run's survivors and time-outs (the
+kills stand), for the loop of reading a survivor and writing the test that kills it;
 ``--report-only`` reports the last run again. Exit status: 0 every package reached
 ``--min-score``, 1 one did not, 2 mutmut failed.
 """
@@ -42,15 +42,12 @@ ROOT = Path(__file__).resolve().parents[2]
 # package -> the tests that speak for it: its mirror under tests/. The decoding fuzz target
 # is left out: its 400 damaged files through `normstats.compute` take ~12 s for each mutant
 # of every function they reach (the suite and docs/testing.md's "Fuzzing" still run it).
-# The slow analyses test starts a dask local cluster, which never comes up inside mutmut's
-# forked test workers: it waits for the timeout, and a timeout counts as a kill, so every
-# mutant it reaches would be "killed" whatever it changed (the suite still runs it).
 PACKAGES = {
     "maths": ["tests/maths"],
     "results": ["tests/results"],
     "sources/decoding": ["tests/sources/decoding",
                          "--ignore=tests/sources/decoding/test_fuzz_decode.py"],
-    "analyses": ["tests/analyses", "-m", "not slow"],
+    "analyses": ["tests/analyses"],
 }
 DETECTED = {"killed", "timeout", "segfault"}
 IGNORE = shutil.ignore_patterns("__pycache__", ".hypothesis", ".pytest_cache", "mutants")
@@ -64,13 +61,20 @@ def status(exit_code: int | None) -> str:
 
 
 def mutmut_config(package: str) -> str:
-    """The [tool.mutmut] table of one package's run."""
+    """The [tool.mutmut] table of one package's run.
+
+    Each mutant's tests run in a process forked from a server that has only imported the
+    tests (``forkserver``), not from mutmut's own process, which ran the whole suite first:
+    a fork of that inherits Dask's thread pool without its threads, and a test that
+    computes on it waits for the timeout, which would count the mutant as killed.
+    """
     tests = ", ".join(json.dumps(t) for t in PACKAGES[package])
     return ("\n[tool.mutmut]\n"
             'source_paths = ["normstats"]\n'
             f'only_mutate = ["normstats/{package}/*"]\n'
             f"pytest_add_cli_args_test_selection = [{tests}]\n"
             'pytest_add_cli_args = ["-p", "no:cacheprovider"]\n'
+            'process_isolation = "forkserver"\n'
             "use_git_change_detection = false\n")
 
 
@@ -133,8 +137,9 @@ def run(package: str, work: Path, rerun_survivors: bool) -> dict[str, tuple[str,
     functions changed since, with the checkout as it is now."""
     survivors: list[str] = []
     if rerun_survivors:
+        # time-outs too: one is a kill only if it happens again under these settings
         survivors = [n for n, (v, _) in verdicts(work, package).items()
-                     if v not in DETECTED | {"not checked"}]
+                     if v not in {"killed", "segfault", "not checked"}]
     else:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
@@ -168,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path,
                         default=Path(tempfile.gettempdir()) / "normstats-mutation")
     parser.add_argument("--rerun-survivors", action="store_true",
-                        help="run the last run's survivors and changed functions again")
+                        help="run the last run's survivors, time-outs and changed "
+                             "functions again")
     parser.add_argument("--report-only", action="store_true",
                         help="report the verdicts of the last run without running anything")
     parser.add_argument("--min-score", type=float, default=0.85)

@@ -1,4 +1,5 @@
-"""The sanitizer build runs in the suite on a cheap selection of tests.
+"""The sanitizer build runs in the suite on a cheap selection of tests (the raster kernel's
+own tests among them: exact results and refused sizes).
 
 The whole command (``python tests/sanitize/build_and_run.py``: tests/maths,
 tests/sources/decoding and the PNG chunk fuzz target) takes about 2 minutes on a busy
@@ -19,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SELECTION = ["tests/maths/test_kernel_sizes.py", "tests/fuzz/test_fuzz_png_chunks.py",
-             "tests/maths/test_fused.py", "-q",
+             "tests/maths/test_fused.py", "tests/maths/test_masked.py", "-q",
              "-k", "not test_fused or (flush_boundary and not portable)"]
 
 

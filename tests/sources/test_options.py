@@ -100,7 +100,7 @@ def _all_options(root) -> dict:
     return {"mode": "rgb", "layout": "NHWC", "scale": 1, "channels": "r,g,b",
             "on_error": "SKIP", "max_pixels": 10_000, "max_file_bytes": 10**6, "resize": 4,
             "center_crop": 3, "format": "FOLDER", "image_key": "image",
-            "allow_missing_chunks": True, "batched": False}
+            "allow_missing_chunks": True, "batched": False, "nodata": 7}
 
 
 def test_compute_images_and_records_take_every_option_and_agree_exactly(png_folder):
@@ -111,7 +111,7 @@ def test_compute_images_and_records_take_every_option_and_agree_exactly(png_fold
     assert set(given) == set(READ_FIELDS) - {"storage_options"}  # for URLs only
     stats = normstats.compute(root, workers=1, task_size=3, **given)
     assert stats.channels == ("r", "g", "b") and stats.scale == 1.0
-    assert stats.mode == "RGB, Resize(4), CenterCrop(3)"
+    assert stats.mode == "RGB, Resize(4), CenterCrop(3), nodata 7"
     pixels = normstats.images(root, workers=1, task_size=3, **given)
     assert pixels.shape[1:] == (3, 3, 3)
     # the array's pixels are raw (scale is for statistics), reduced with the same options

@@ -139,13 +139,18 @@ def as_tuple(result) -> tuple[FileList, tuple, int]:
     return result.files, result.skipped, result.ignored
 
 
+@pytest.mark.parametrize("stat_in_c", [True, False])
 @pytest.mark.parametrize("batch", [256, 3])
 @pytest.mark.parametrize("by_descriptor", [True, False])
-def test_the_walk_is_the_oracles_walk(tree, monkeypatch, by_descriptor, batch):
-    """Relative to open folders or by paths (Windows), in batches of any size."""
+def test_the_walk_is_the_oracles_walk(tree, monkeypatch, by_descriptor, batch, stat_in_c):
+    """Relative to open folders or by paths (Windows), in batches of any size, stat'ed by
+    the C loop (built with normstats) or by Python."""
     monkeypatch.setattr(walk_module, "_BY_DESCRIPTOR", by_descriptor and
                         walk_module._BY_DESCRIPTOR)
     monkeypatch.setattr(walk_module, "_BATCH", batch)
+    assert walk_module._stat_names is not None  # built: the test is of both loops
+    if not stat_in_c:
+        monkeypatch.setattr(walk_module, "_stat_names", None)
     expected = oracle_walk(tree)
     assert as_tuple(walk_images(tree)) == expected
     files, skipped, ignored = expected  # the tree has what it is meant to have

@@ -25,14 +25,14 @@ from normstats.engine.cache.plan import CachedFailure
 from normstats.engine.cache.segment import (
     MARKER_LIMIT,
     add_to_digest,
+    field_dtype,
     header_digest,
     read_cache_json,
-    read_segment_array,
     record_layout,
     segment_header,
 )
 from normstats.engine.cache.store import DatasetCache, new_segment_name
-from normstats.engine.cache.zarr_chunks import make_group, write_array
+from normstats.engine.cache.zarr_chunks import make_group, read_written_array, write_array
 from normstats.maths.records import Records, has_cross_sums
 from normstats.sources.file_list import FileList
 
@@ -89,7 +89,8 @@ class _Part:
         if self.memory is not None:
             values = getattr(self.memory.records, field)
             return values if self.memory.rows is None else values[self.memory.rows]
-        return read_segment_array(self.folder, field, int(self.marker["rows"]), channels)
+        return read_written_array(self.folder / field,
+                                  _shape(field, len(self.listed), channels), field_dtype(field))
 
 
 def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[RecordRows],
@@ -161,6 +162,17 @@ def _fields(kind: str, parts: list[_Part]) -> tuple[list[str], list[str]]:
     optional = [f for f in optional_fields
                 if (any if f == "valid" else all)(part.holds(f) for part in parts)]
     return ["path_bytes", "size", "mtime_ns", "stamp", *required, *optional], optional
+
+
+def _shape(field: str, rows: int, channels: int) -> tuple[int, ...]:
+    """The shape of a record field's array in a segment of ``rows`` records."""
+    if field == "pixels":
+        return (rows,)
+    return (rows, channels * (channels - 1) // 2 if field in _PAIRS else channels)
+
+
+#: Fields of one value per pair of channels.
+_PAIRS = frozenset({"cross_sums", "co_moments"})
 
 
 def _listing_column(kept: FileList, field: str) -> np.ndarray | None:

@@ -59,6 +59,9 @@ class SegmentIndex:
         Files the segment's run could not decode.
     stamps : numpy.ndarray, optional
         int64 `change_stamp` of each record row (zeros when not given).
+    path_bytes : numpy.ndarray, optional
+        The paths as stored (UTF-8, a NUL between two): compared with the listing's at
+        once, they say whether the segment lists exactly the listed paths.
     """
 
     name: str
@@ -67,6 +70,7 @@ class SegmentIndex:
     mtimes: np.ndarray
     failures: tuple[CachedFailure, ...] = ()
     stamps: np.ndarray | None = None
+    path_bytes: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.stamps is None:
@@ -176,9 +180,8 @@ class _Listing:
         """The sorted rows of ``segment`` that answer a listed file not yet answered (its
         first such row, for a path the segment holds twice), and the row of the listed
         file each answers; those files are taken."""
-        if not self.distrust and len(segment.paths) == len(self.paths) and \
-                segment.paths == tuple(self.paths):
-            listed = np.arange(len(self.paths))
+        if not self.distrust and self._lists_exactly(segment):
+            listed = np.arange(len(self.files))
         else:
             listed = np.fromiter(map(self.rows.get, segment.paths, repeat(-1)), np.int64,
                                  len(segment.paths))
@@ -189,10 +192,19 @@ class _Listing:
             (files.mtimes[listed] == segment.mtimes[rows]) & \
             (files.stamps[listed] == segment.stamps[rows]) & ~self.taken[listed]
         rows, listed = rows[same], listed[same]
-        answered, first = np.unique(listed, return_index=True)
-        self.taken[answered] = True
-        first.sort()
-        return rows[first].astype(np.int64), listed[first].astype(np.int64)
+        if len(listed) > 1 and not (listed[1:] > listed[:-1]).all():  # a path held twice?
+            first = np.sort(np.unique(listed, return_index=True)[1])  # first rows in order
+            rows, listed = rows[first], listed[first]
+        self.taken[listed] = True
+        return rows.astype(np.int64), listed.astype(np.int64)
+
+    def _lists_exactly(self, segment: SegmentIndex) -> bool:
+        """Whether ``segment`` holds exactly the listed paths, in the listing's order."""
+        if len(segment.paths) != len(self.files):
+            return False
+        if segment.path_bytes is not None:  # bytes against bytes: no path string made
+            return np.array_equal(segment.path_bytes, self.files.joined_paths())
+        return segment.paths == tuple(self.paths)
 
     def take_failure(self, failure: CachedFailure) -> bool:
         """Whether ``failure`` answers a listed file not yet answered (then it is taken)."""

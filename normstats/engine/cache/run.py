@@ -106,6 +106,8 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
         return RunOutcome(run(source, on_result=on_result, **options))
     writable = _lock(store, LOCK_WAIT_SECONDS if lock_wait is None else lock_wait)
     try:
+        if writable:
+            store.empty_trash()  # what an earlier run ended before deleting
         segments, junk = store.load()
         for problem in store.problems:
             log.warning("normstats: cache %s: %s", store.path, printable(problem))

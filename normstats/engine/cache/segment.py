@@ -9,8 +9,8 @@ as fill values.
 The cache is a folder like any other, and what happens to folders happens to it: a
 chunk replaced by a link to ``/dev/zero`` would be read until memory runs out (the
 process was killed at 23 GB), a FIFO would block the run forever, a chunk overwritten by
-some large file would be read whole before zarr found it wrong. So before zarr opens a
-segment, `check_segment_files` reads each array's ``zarr.json`` itself (bounded), checks
+some large file would be read whole before zarr found it wrong. So before a segment is
+read, `check_segment_files` reads each array's ``zarr.json`` itself (bounded), checks
 that it describes the array the marker promises (its shape follows from the marker's row
 and channel counts), and checks every other file of the array: a regular file, no larger
 than its data could compress to. Anything else is `DamagedFile`, naming the file. Cost: a
@@ -21,6 +21,7 @@ match) are left out too (`normstats.maths.records.impossible_rows`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -40,8 +41,8 @@ from normstats.maths.records import FloatRecords, IntegerRecords, Records, impos
 from normstats.sources.decoding.file_read import not_regular_reason, read_whole_file
 
 __all__ = ["FORMAT", "LoadedSegment", "DamagedFile", "segment_arrays", "segment_marker",
-           "segment_header", "header_digest", "add_to_digest", "read_segment_array",
-           "record_layout",
+           "segment_header", "header_digest", "add_to_digest",
+           "record_layout", "field_dtype",
            "read_segment", "read_cache_json", "check_segment_files", "METADATA_LIMIT",
            "MARKER_LIMIT"]
 
@@ -92,6 +93,11 @@ def record_layout(kind: str) -> tuple[type, tuple[str, ...], tuple[str, ...]]:
     """The records class a marker's ``kind`` names, its arrays and its optional arrays
     (`KeyError` for a kind no segment holds)."""
     return _KINDS[kind], _FIELDS[kind], _OPTIONAL[kind]
+
+
+def field_dtype(name: str) -> str:
+    """The dtype of a segment's array ``name``, little-endian (``"<i8"`` for "sums")."""
+    return np.dtype(_DTYPES[name]).newbyteorder("<").str
 
 
 def _present_optional(records: Records) -> list[str]:
@@ -183,10 +189,18 @@ def _read_arrays(folder: Path, marker: dict) -> dict[str, np.ndarray]:
     return {name: _array(folder / name, metadata[name]) for name in names}
 
 
-def read_segment_array(folder: Path, name: str, rows: int, channels: int) -> np.ndarray:
-    """One array of a segment, its files checked as `read_segment` checks them; the
-    digest is not (the run that wrote the segment reads it back to compact it)."""
-    return _array(folder / name, check_segment_files(folder, [name], rows, channels)[name])
+#: Records are checked this many rows at a time: the checks' temporaries (a dozen arrays of
+#: a row's size) stay a few MB whatever the segment holds.
+_CHECK_ROWS = 1 << 16
+
+
+def _impossible(records: Records) -> np.ndarray:
+    """`impossible_rows` of every row, a block of rows at a time."""
+    arrays = records.array_fields()
+    return np.concatenate([impossible_rows(dataclasses.replace(
+        records, keys=(), **{name: getattr(records, name)[start:start + _CHECK_ROWS]
+                             for name in arrays}))
+        for start in range(0, len(records), _CHECK_ROWS)] or [np.zeros(0, bool)])
 
 
 def _array(folder: Path, meta: dict) -> np.ndarray:
@@ -212,10 +226,10 @@ def _loaded(marker: dict, arrays: dict[str, np.ndarray]) -> LoadedSegment:
     fields = {f: arrays[f] for f in (*_FIELDS[marker["kind"]], *marker.get("optional", []))}
     records = _KINDS[marker["kind"]](dtype=marker["dtype"], channel_names=tuple(
         marker["channels"]), keys=paths, raw_units=marker.get("raw_units") is True, **fields)
-    keep = ~impossible_rows(records)
+    keep = ~_impossible(records)
     if keep.all():  # the usual case: no row to leave out, no copy
         index = SegmentIndex(marker["segment"], paths, arrays["size"], arrays["mtime_ns"],
-                             failures, arrays["stamp"])
+                             failures, arrays["stamp"], arrays["path_bytes"])
         return LoadedSegment(index, records)
     rejected = tuple(p for p, kept in zip(paths, keep.tolist()) if not kept)
     records = records.take(keep)

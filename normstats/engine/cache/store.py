@@ -57,6 +57,8 @@ __all__ = ["CACHE_ENV", "FORMAT", "GROUP_MARKER", "read_group_marker", "DatasetC
            "group_identity", "dataset_root"]
 
 GROUP_MARKER = "normstats-group.json"
+#: Where a group's replaced segment folders wait to be deleted (`DatasetCache.empty_trash`).
+TRASH = "trash"
 _GROUP_MARKER_CONTENT = {"normstats": "cache-group", "format": FORMAT}
 _counter = itertools.count()
 
@@ -247,15 +249,34 @@ class DatasetCache:
         write_json_atomic(self.markers_dir / f"{name}.json", marker)
 
     def remove_all_but(self, keep: str) -> None:
-        """Delete every marker, then every segment folder, except ``keep``'s."""
-        import shutil  # a compaction only: a warm run never removes anything
+        """Delete every marker, then every segment folder, except ``keep``'s.
 
+        The folders are moved into ``trash/<keep>/`` (a rename each) and deleted from there
+        by a background thread (`empty_trash`): removing folders is what a file system is
+        slowest at (~3 ms each on some), and the run need not wait for it. What a process
+        ends before deleting, the next run that writes deletes.
+        """
         for path in self.markers_dir.iterdir():
             if path.name != f"{keep}.json":
                 path.unlink(missing_ok=True)
+        trash = self.path / TRASH / keep
         for path in self.segments_dir.iterdir():
             if path.is_dir() and path.name != keep:
-                shutil.rmtree(path, ignore_errors=True)
+                trash.mkdir(parents=True, exist_ok=True)
+                os.replace(path, trash / path.name)
+        self.empty_trash()
+
+    def empty_trash(self) -> None:
+        """Delete what `remove_all_but` moved aside, in a background thread that nothing
+        waits for (it waits on the disk, not the processor)."""
+        import shutil  # a compaction only: a warm run never removes anything
+        import threading
+
+        folders = _listing(self.path / TRASH)
+        if folders:
+            threading.Thread(target=lambda: [shutil.rmtree(f, ignore_errors=True)
+                                             for f in folders],
+                             name="normstats-cache-trash", daemon=True).start()
 
 
 def new_segment_name() -> str:

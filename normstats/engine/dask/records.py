@@ -191,11 +191,15 @@ def records(data: Any, *, options: ReadOptions | None = None,
     reported = {"scale": options.scale, "channels": channels}
     source = untouched_source(data) if is_dask_array(data) else None
     if source is None and is_dask_array(data):
+        if options.nodata is not None:
+            raise InvalidOptionError("nodata is left out by the readers of files and numpy "
+                                     "arrays, not on a Dask array's graph: pass the folder, "
+                                     "or a numpy masked array")
         return replace(_dask_array_records(data, layout, channels, scheduler, workers),
                        **reported)
     if source is None:
         source = open_source(data, options=options)
-    if isinstance(source, ArraySource):
+    if isinstance(source, ArraySource) and source.nodata is None and source.mask is None:
         return replace(_dask_array_records(images(source, task_size=task_size, workers=workers),
                                            None, source.channel_names, scheduler, workers,
                                            name=source.path or "array",
@@ -328,6 +332,10 @@ def reduce_lazy(data: Any, *, options: ReadOptions | None = None,
     if not is_dask_array(data):
         raise InvalidOptionError(f"reduce_lazy takes a Dask array or records, not "
                                  f"{type(data).__name__}; normstats.compute reads any data")
+    if options.nodata is not None:
+        raise InvalidOptionError("nodata is left out by the readers of files and numpy "
+                                 "arrays, not on a Dask array's graph: use normstats.compute "
+                                 "of the folder, or of a numpy masked array")
     note = zarr_note(data, options.allow_missing_chunks)
     return lazy_stats(data, layout=options.layout, scale=options.scale,
                       channels=options.channels, note=note)

@@ -19,11 +19,13 @@ from normstats.sources.file_list import FileEntry
 
 
 def segment(name: str, entries: list[tuple[str, int, int]],
-            failures: tuple[CachedFailure, ...] = ()) -> SegmentIndex:
+            failures: tuple[CachedFailure, ...] = (), stored: bool = False) -> SegmentIndex:
+    """A segment index; ``stored``: with its paths' bytes as a cache segment holds them."""
     paths = tuple(p for p, _, _ in entries)
     sizes = np.array([s for _, s, _ in entries], dtype=np.int64)
     mtimes = np.array([m for _, _, m in entries], dtype=np.int64)
-    return SegmentIndex(name, paths, sizes, mtimes, failures)
+    path_bytes = np.frombuffer("\0".join(paths).encode(), np.uint8) if stored else None
+    return SegmentIndex(name, paths, sizes, mtimes, failures, path_bytes=path_bytes)
 
 
 def test_empty_cache_computes_everything():
@@ -119,14 +121,15 @@ def test_a_failure_in_a_newer_segment_answers_before_an_older_record():
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3)), min_size=1, max_size=8),
-       st.lists(st.booleans(), min_size=8, max_size=8))
-def test_a_segment_of_exactly_the_listing_is_matched_as_any_other(keys, changed):
+       st.lists(st.booleans(), min_size=8, max_size=8), st.booleans())
+def test_a_segment_of_exactly_the_listing_is_matched_as_any_other(keys, changed, stored):
     """The row-for-row match of a segment listing exactly the listed paths (a compacted
-    group) decides what the path-by-path match decides."""
+    group; known by its stored path bytes, or by its paths) decides what the path-by-path
+    match decides."""
     files = [FileEntry(f"f{i}", s, m) for i, (s, m) in enumerate(keys)]
     entries = [(f.path, f.size + changed[i], f.mtime_ns) for i, f in enumerate(files)]
-    exact = plan(files, [segment("s1", entries)])
-    by_path = plan(files, [segment("s1", entries[::-1])])  # same entries, other order
+    exact = plan(files, [segment("s1", entries, stored=stored)])
+    by_path = plan(files, [segment("s1", entries[::-1], stored=stored)])  # another order
     assert [f.path for f in exact.compute] == [f.path for f in by_path.compute]
     reused = sorted(entries[r][0] for _, rows in exact.reuse for r in rows.tolist())
     assert reused == sorted(entries[::-1][r][0] for _, rows in by_path.reuse

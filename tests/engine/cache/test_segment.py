@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from normstats.engine.cache import segment as segment_module
 from normstats.engine.cache.segment import DamagedFile, check_segment_files, read_cache_json
 from normstats.engine.cache.store import DatasetCache
 from normstats.maths.records import IntegerRecords, impossible_rows, records_from_stack
@@ -119,3 +120,15 @@ def test_metadata_that_is_not_json_is_damage(tmp_path):
     (tmp_path / "zarr.json").write_bytes(b"\xff{")
     with pytest.raises(DamagedFile, match="not valid JSON"):
         read_cache_json(tmp_path / "zarr.json")
+
+
+def test_records_are_checked_a_block_of_rows_at_a_time_as_all_at_once(monkeypatch):
+    monkeypatch.setattr(segment_module, "_CHECK_ROWS", 2)
+    rng = np.random.default_rng(5)
+    records = records_from_stack(rng.integers(0, 256, (7, 2, 2, 3), dtype=np.uint8),
+                                 keys=tuple("abcdefg"), channel_names=("R", "G", "B"))
+    sums = records.sums.copy()
+    sums[[2, 5]] += 10_000  # more than four pixels of 255 can sum to
+    damaged = replace(records, sums=sums)
+    assert segment_module._impossible(damaged).tolist() == impossible_rows(damaged).tolist() \
+        == [False, False, True, False, False, True, False]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -137,3 +138,25 @@ def test_records_answering_one_file_twice_are_not_written(tmp_path):
     with pytest.raises(ValueError, match="answered twice"):
         write_listed(store, files, [RecordRows(records, np.array([0, 1, 0]))], (), ())
     assert loaded(store) == []
+
+
+def test_replaced_segments_are_moved_aside_then_deleted_in_the_background(tmp_path,
+                                                                          monkeypatch):
+    """The compaction only renames the folders it replaces; a background thread deletes
+    them (and the next run that writes deletes what a process ended before deleting)."""
+    folder = make_folder(tmp_path / "data", 12)
+    monkeypatch.setattr(writer_module, "FLUSH_ROWS", 3)
+    normstats.compute(folder, cache=tmp_path / "c", workers=1, task_size=2)
+    store = DatasetCache.open(tmp_path / "c", str(folder), DecodePolicy())
+    assert len([p for p in store.segments_dir.iterdir() if p.is_dir()]) == 1
+    for thread in threading.enumerate():
+        if thread.name == "normstats-cache-trash":
+            thread.join()
+    assert list((store.path / "trash").iterdir()) == []
+    leftover = store.path / "trash" / "killed-run" / "some-segment"
+    leftover.mkdir(parents=True)
+    assert normstats.compute(folder, cache=tmp_path / "c", workers=1).images_decoded == 0
+    for thread in threading.enumerate():
+        if thread.name == "normstats-cache-trash":
+            thread.join()
+    assert list((store.path / "trash").iterdir()) == []
