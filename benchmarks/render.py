@@ -93,8 +93,9 @@ def render(results: dict, template: str, order: list[str]) -> str:
             return goals_table(results, order)
         if table:
             return section_tables(results, table)
-        if section not in results:
-            return "(not measured yet)"
+        if section not in results or value not in results[section]["values"]:
+            # a section measured before this figure existed: say how to measure it
+            return f"*(not measured yet: `python benchmarks/run.py --only {section}`)*"
         return fmt.format(results[section]["values"][value])
     return PLACEHOLDER.sub(replace, template)
 

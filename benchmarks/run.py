@@ -41,7 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import render  # noqa: E402
 from bench_dask import bench_dask  # noqa: E402
 from bench_datasets import bench_datasets  # noqa: E402
-from section_cache_costs import bench_cache_costs  # noqa: E402
 from section_costs import bench_memory, bench_overhead  # noqa: E402
 from section_covariance import bench_covariance  # noqa: E402
 from section_hf import bench_hf  # noqa: E402
@@ -62,7 +61,7 @@ SECTIONS: dict[str, Callable[[bool], dict]] = {
     "covariance": bench_covariance,
     "png": bench_png,
     "overhead": bench_overhead, "memory": bench_memory, "normalize": bench_normalize,
-    "cache": bench_cache, "cache_costs": bench_cache_costs, "distributed": bench_distributed,
+    "cache": bench_cache, "distributed": bench_distributed,
     "datasets": bench_datasets,
     "dask": bench_dask, "startup": bench_startup, "layouts": bench_layouts,
     "processes": bench_processes, "install": bench_install, "scale": bench_scale,

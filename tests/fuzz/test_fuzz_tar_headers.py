@@ -26,8 +26,8 @@ from hypothesis import given, reject
 from hypothesis import strategies as st
 
 from normstats.errors import NormstatsError
-from normstats.sources.tar import headers as tar_headers
 from normstats.sources.decoding.file_read import open_regular
+from normstats.sources.tar import headers as tar_headers
 from normstats.sources.tar.reader import scan_shard
 
 FORMATS = (tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT)
