@@ -105,7 +105,10 @@ def _fresh(script: str, *arguments: str) -> dict:
 
 
 def _size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    """Bytes the cache keeps: replaced segments waiting in a group's ``trash/`` (deleted in
+    the background, or by the next run) are not counted."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and
+               "trash" not in f.relative_to(path).parts[1:2])
 
 
 def _warm_against_floor(tree: Path, cache: Path, rounds: int) -> dict[str, list[float]]:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from normstats.errors import IncompatibleImagesError
-from normstats.maths.covariance import float_cross_totals, integer_cross_totals
 from normstats.maths import fused
+from normstats.maths.covariance import float_cross_totals, integer_cross_totals
 from normstats.maths.exact import add_bins, fixed_sum
 from normstats.maths.moments import Moments
 from normstats.maths.records import (

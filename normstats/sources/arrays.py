@@ -53,6 +53,7 @@ from normstats.sources.base import Task, TaskResult, split_evenly
 from normstats.sources.zarr_chunks import holes_in, read_rows
 
 __all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "parse_layout",
+           "split_staggered",
            "LAYOUTS", "open_array",
            "stack_records", "usable_rows", "is_zarr_folder", "check_axes"]
 
@@ -397,11 +398,42 @@ class ArraySource:
             # Reducing an array costs ~1 ms per 4 MB, as much as Dask spends per task:
             # a few large tasks per worker, not the ~10 that balance decoding work.
             enough = math.ceil(count / (_TASKS_PER_WORKER * max(1, workers)))
-            task_size = max(1, min(_TASK_BYTES // per_image, enough))
+            bounds = split_staggered(count, workers,
+                                     max(1, min(_TASK_BYTES // per_image, enough)))
+        else:
+            bounds = split_evenly(count, task_size)
         data = self.path if self.path and self.scheduler == "processes" else self.array
         name = self.path or "array"
         return [ArrayTask(data, a, b, self.layout, name, self.channel_names, self.nodata,
-                          self.mask) for a, b in split_evenly(count, task_size)]
+                          self.mask) for a, b in bounds]
+
+
+def split_staggered(count: int, workers: int, task_size: int) -> list[tuple[int, int]]:
+    """Cut ``range(count)`` into tasks of about ``task_size`` whose workers stay out of
+    step: the first ``workers - 1`` tasks grow by a ``1 / workers`` of a task each, and as
+    many at the end shrink the same way.
+
+    A task reads its pixels (bound by memory: every worker shares it) and then summarises
+    its records (bound by the CPU). Tasks of one size keep the workers in step, all reading
+    at once and then all summarising, with memory idle; staggered by a fraction of a task,
+    one worker summarises while the others read. On 50,000 32x32x3 images in memory and
+    two workers, 4 tasks of 12,500 images ran at 62% of the memory's read speed, tasks of
+    6,250, 12,500 (three) and 6,250 images at 74%. With one worker, or too few images for
+    every task to hold one, the tasks are `split_evenly`.
+
+    Examples
+    --------
+    >>> split_staggered(100, 2, 25)  # one worker half a task ahead of the other
+    [(0, 12), (12, 37), (37, 62), (62, 87), (87, 100)]
+    >>> split_staggered(100, 1, 25)
+    [(0, 25), (25, 50), (50, 75), (75, 100)]
+    """
+    full = round(count / task_size) - (workers - 1)  # tasks of the whole size
+    if workers <= 1 or full < 1 or count < workers * (full + workers - 1):
+        return split_evenly(count, task_size)
+    units = [*range(1, workers), *[workers] * full, *range(workers - 1, 0, -1)]
+    ends = np.cumsum(units) * count // sum(units)
+    return list(zip([0, *ends[:-1].tolist()], ends.tolist()))
 
 
 def _check_dtype(dtype: np.dtype, name: str) -> None:

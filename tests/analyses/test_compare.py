@@ -621,3 +621,41 @@ def test_compare_reads_paths_globs_and_manifest_names_under_a_root(tmp_path,
     monkeypatch.setattr(manifests, "load_manifest", lambda name: damaged)
     with pytest.raises(NormstatsError, match="md5 checksum mismatch"):
         compare(["toy"], root=tmp_path)
+
+
+def test_compare_reads_with_the_options_and_cache_given(tmp_path) -> None:
+    import importlib
+
+    from normstats.sources.options import ReadOptions
+
+    fw = importlib.import_module("format_writers")
+    folder = fw.write_folder(tmp_path / "set", fw.images(4, 3, 2, 2, 3))
+    cache = tmp_path / "cache"
+    cold = compare([folder], cache=cache, workers=1).entries[0]
+    warm = compare([folder], cache=cache, workers=1).entries[0]
+    assert cold.stats.images_decoded == 3 and warm.stats.images_cached == 3
+    raw = compare([folder], options=ReadOptions(scale=1.0), workers=1).entries[0]
+    assert raw.stats.scale == 1.0
+    pixels = np.stack([np.asarray(Image.open(folder / f"{i:04d}.png")) for i in range(3)])
+    stds = np.sqrt(records_from_stack(pixels).image_variance(0))
+    assert raw.per_image_std.tolist() == stds.tolist()
+    assert cold.per_image_std.tolist() == (stds / 255).tolist()
+
+
+def test_a_dask_array_has_no_per_image_stds_to_plot() -> None:
+    import dask.array as da
+
+    pixels = np.arange(4 * 2 * 2 * 3, dtype=np.uint8).reshape(4, 2, 2, 3)
+    entry = compare([da.from_array(pixels, chunks=(2, 2, 2, 3))]).entries[0]
+    assert entry.per_image_std is None and entry.between is None
+    assert entry.stats.mean == normstats.compute(pixels).mean
+
+
+def test_a_share_of_the_smallest_nonzero_variance() -> None:
+    """Two pixels 0 and 1: n·Σx² − (Σx)² = 1, the least a varying integer channel has."""
+    one = records_from_stack(np.array([[[[0], [1]]]], np.uint8))
+    assert between_image_share([one]) == (0.0,)
+    two = records_from_stack(np.array([[[[0], [0]]], [[[1], [1]]]], np.uint8))
+    assert between_image_share([two]) == (1.0,)
+    tiny = records_from_stack(np.array([[[[0.0], [0.25]]], [[[0.5], [0.75]]]]))
+    assert between_image_share([tiny]) == (0.8,)

@@ -335,3 +335,53 @@ def test_compute_hands_a_local_cluster_every_analysis(monkeypatch) -> None:
                         "precision": None, "percentiles": True, "by_folder": True,
                         "outliers": True, "mean_image": True, "mean_image_std": True,
                         "covariance": True}
+
+
+def test_the_read_options_reach_a_sample(rng) -> None:
+    x = rng.integers(0, 256, (40, 3, 4, 2), dtype=np.uint8)
+    nchw = normstats.compute(np.moveaxis(x, -1, 1), sample=10, seed=4, layout="NCHW")
+    nhwc = normstats.compute(x, sample=10, seed=4, layout="NHWC")
+    assert numbers(nchw) == numbers(nhwc) and nchw.mean != normstats.compute(
+        np.moveaxis(x, -1, 1), sample=10, seed=4, layout="NHWC").mean
+
+
+@pytest.mark.parametrize("asked", [{"outliers": True}, {"covariance": True},
+                                   {"mean_image": True}, {"mean_image_std": True}])
+def test_what_needs_every_image_is_refused_with_a_sample(array_file, asked) -> None:
+    with pytest.raises(InvalidOptionError, match="not with --sample/--precision"):
+        normstats.compute(array_file, sample=5, **asked)
+
+
+def test_the_mean_image_in_the_reported_scale(rng) -> None:
+    import math
+    import statistics
+    from fractions import Fraction
+
+    x = rng.integers(0, 256, (3, 2, 3, 2), dtype=np.uint8)
+    exact = [[[float(Fraction(int(x[:, i, j, c].sum()), 3 * 255)) for c in range(2)]
+              for j in range(3)] for i in range(2)]
+    alone = normstats.compute(x, mean_image=True, layout="NHWC")
+    assert alone.mean_image.tolist() == exact and alone.mean_image_std is None
+    both = normstats.compute(np.moveaxis(x, -1, 1), mean_image_std=True, layout="NCHW",
+                             scale=1.0, covariance=True)
+    assert both.mean_image.tolist() == (np.array(exact) * 255).tolist()
+    variances = [[[statistics.pvariance([Fraction(int(v)) for v in x[:, i, j, c]])
+                   for c in range(2)] for j in range(3)] for i in range(2)]
+    assert both.mean_image_std.tolist() == [[[math.sqrt(v) for v in row] for row in plane]
+                                            for plane in variances]
+    assert both.covariance is not None and both.scale == 1.0
+    assert normstats.compute(x, mean_image=True, percentiles=True,
+                             layout="NHWC").percentiles is not None
+    import dask.array as da
+
+    with pytest.raises(InvalidOptionError, match="with --mean-image of a Dask array"):
+        normstats.compute(da.from_array(x, chunks=1), mean_image=True, covariance=True,
+                          layout="NHWC")
+
+
+def test_the_cache_is_checked_beside_the_per_folder_statistics(classes, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    normstats.compute(classes, cache=cache, workers=1)
+    checked = normstats.compute(classes, cache=cache, verify_cache=3, by_folder=True,
+                                workers=1)
+    assert checked.cache_checked == 3 and list(checked.by_folder) == [".", "class0", "class1"]

@@ -122,6 +122,23 @@ def test_one_image_gets_a_line_and_long_names_are_tilted() -> None:
     log.clear()
     _channel_panel(Recorder(log), [ten], 0, ["C0"])
     assert log[-4][2] == {"rotation": 0, "ha": "center", "fontsize": 8}
+    eleven = Compared("eleven-char", _stats((0.5, 0.5)))
+    log.clear()
+    _channel_panel(Recorder(log), [eleven], 0, ["C0"])
+    assert log[-4][2] == {"rotation": 15, "ha": "right", "fontsize": 8}
+
+
+def test_two_images_that_differ_make_a_violin() -> None:
+    pair = Compared("p", _stats((0.5, 0.5), (0.25, 0.25)),
+                    per_image_std=np.array([[0.125, 0.25], [0.375, 0.25]]))
+    log: list[Call] = []
+    _channel_panel(Recorder(log), [pair], 0, ["C0"])
+    assert log[0] == ("violinplot", ([0.125, 0.375],), {"positions": [0], "widths": 0.7,
+                                                        "showextrema": False,
+                                                        "showmeans": True})
+    log.clear()
+    _channel_panel(Recorder(log), [pair], 1, ["C0"])  # the same std twice: a line
+    assert log[0] == ("plot", ([-0.25, 0.25], [0.25, 0.25]), {"color": "C0", "linewidth": 2})
 
 
 class Pyplot:

@@ -447,3 +447,15 @@ def test_the_outlier_list_word_for_word() -> None:
     assert len(render_outliers(OutlierReport(outliers * 6, 5.0))) == 22
     assert render_outliers(OutlierReport(outliers * 6, 5.0))[-1] == (
         "  ... and 4 more (--json lists all)")
+
+
+def test_folder_statistics_carry_the_names_and_skips_of_the_whole() -> None:
+    stack = stack_of([*TYPICAL[:4]])
+    records = records_from_stack(stack, keys=("a/1.png", "a/2.png", "b/3.png", "b/4.png"),
+                                 channel_names=("R", "G", "B"))
+    stats = dataclasses.replace(
+        DatasetStats.from_summary(summarize(records), channels=("X", "Y", "Z")),
+        skipped=(Skipped("b/bad.png", "damaged"),))
+    found = with_record_reports(stats, records, True, False).by_folder
+    assert found["a"].channels == ("X", "Y", "Z") and found["b"].channels == ("X", "Y", "Z")
+    assert [s.path for s in found["b"].skipped] == ["b/bad.png"] and found["a"].skipped == ()

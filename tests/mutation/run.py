@@ -95,6 +95,13 @@ def copy_checkout(work: Path, package: str) -> None:
         if source != "normstats":  # a test file removed from the checkout goes here too
             shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(ROOT / source, target, ignore=IGNORE, dirs_exist_ok=True)
+    mutated = work / "mutants" / "normstats"
+    if mutated.exists():  # mutmut copies Python files again, not the compiled kernels
+        for path in (ROOT / "normstats").rglob("*"):
+            if path.is_file() and path.suffix != ".py" and "__pycache__" not in path.parts:
+                target = mutated / path.relative_to(ROOT / "normstats")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
     text = (ROOT / "pyproject.toml").read_text()
     (work / "pyproject.toml").write_text(text + mutmut_config(package))
 

@@ -6,7 +6,7 @@ from oracle import numbers
 
 import normstats
 from normstats import InvalidOptionError, NormstatsError
-from normstats.sources.arrays import ArraySource, detect_layout, stack_records
+from normstats.sources.arrays import ArraySource, detect_layout, split_staggered, stack_records
 from normstats.sources.zarr_chunks import missing_chunks
 
 
@@ -128,3 +128,28 @@ def test_a_zarr_store_whose_chunk_folder_is_a_link_is_whole(tmp_path, nhwc):
     (linked / "c").symlink_to(real / "c")  # chunks kept elsewhere, as on shared storage
     (real / "c" / "loop").symlink_to(real)  # and a link loop, walked once
     assert numbers(normstats.compute(linked)) == numbers(normstats.compute(nhwc))
+
+
+@pytest.mark.parametrize("count, workers, task_size", [
+    (50_000, 2, 12_500), (50_000, 3, 8_334), (1_000_003, 2, 21_845), (7, 2, 2), (5, 4, 1),
+    (3, 2, 1), (1, 2, 1), (100, 1, 25)])
+def test_staggered_tasks_cover_every_image_once_and_keep_workers_out_of_step(
+        count, workers, task_size):
+    """Consecutive and non-empty, covering the array; with several workers and images
+    enough, the first ``workers - 1`` tasks grow by 1 / workers of a task and as many at
+    the end shrink, so no two workers finish a task at once."""
+    tasks = split_staggered(count, workers, task_size)
+    sizes = [b - a for a, b in tasks]
+    assert tasks[0][0] == 0 and tasks[-1][1] == count and min(sizes) >= 1
+    assert all(a[1] == b[0] for a, b in zip(tasks, tasks[1:]))
+    if workers > 1 and count >= 4 * workers * task_size:
+        steps = [round(workers * size / max(sizes)) for size in sizes]
+        assert steps[:workers] == list(range(1, workers + 1))
+        assert steps[-workers:] == list(range(workers, 0, -1))
+        assert set(steps[workers - 1:1 - workers]) == {workers}
+
+
+def test_arrays_are_cut_into_staggered_tasks_unless_a_task_size_is_given():
+    source = ArraySource(np.zeros((50_000, 32, 32, 3), np.uint8))
+    assert [t.size for t in source.tasks(workers=2)] == [6_250, 12_500, 12_500, 12_500, 6_250]
+    assert [t.size for t in source.tasks(10_000, workers=2)] == [10_000] * 5

@@ -64,8 +64,29 @@ def group_info(path: Path) -> GroupInfo | None:
             updated = max(updated, marker.stat().st_mtime)
         except (OSError, ValueError, KeyError, TypeError):
             continue
-    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    size = _bytes_under(path)
     return GroupInfo(path, identity, images, failures, segments, size, updated)
+
+
+def _bytes_under(folder: Path) -> int:
+    """Bytes of the regular files under ``folder`` (links not followed). Files may vanish
+    meanwhile (a compaction's replaced segments are deleted in the background): those
+    count as gone, never as an error."""
+    total, pending = 0, [os.fspath(folder)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:
+                        continue
+        except FileNotFoundError:
+            continue
+    return total
 
 
 def find_groups(cache_dir: Path, target: str | None = None) -> list[GroupInfo]:

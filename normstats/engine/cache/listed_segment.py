@@ -118,13 +118,15 @@ def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[Recor
     if len(kinds) > 1:
         raise ValueError("records of different kinds cannot be one segment")
     (kind, dtype, channels, raw_units), = kinds
-    listed = np.concatenate([part.listed for part in parts])
+    # Row numbers in four bytes where they fit: the writer keeps them for every record.
+    index = np.int32 if len(files) < 2**31 else np.int64
+    listed = np.concatenate([part.listed for part in parts]).astype(index, copy=False)
     order = np.argsort(listed, kind="stable")
     rows = listed[order]
     if len(rows) > 1 and (rows[1:] == rows[:-1]).any():
         raise ValueError("a file answered twice")
-    rank = np.empty(len(order), np.int64)  # where each part's row goes
-    rank[order] = np.arange(len(order))
+    rank = np.empty(len(order), index)  # where each part's row goes
+    rank[order] = np.arange(len(order), dtype=index)
     del listed, order
     fields, optional = _fields(kind, parts)
     header = segment_header(name, _template(kind, dtype, channels, raw_units, optional),

@@ -7,7 +7,8 @@ compressed: the compaction that ends a run of several of them (and compresses) r
 back at once, and a run of one leaves one small segment. A result is reduced
 on arrival to its record arrays and the listed row each record answers (its path
 strings are dropped: the listing has them), so the process holds ~110 bytes an image
-until the next commit, and afterwards 8 (the listed rows, which the compaction needs).
+until the next commit, and afterwards 4 (the listed rows, which the compaction needs; 8
+past 2³¹ files).
 Segments are written by `normstats.engine.cache.listed_segment.write_listed`.
 
 Each record is keyed by the listed file it came from. A task's files are consecutive in
