@@ -12,6 +12,13 @@ from PIL import Image
 import normstats
 from normstats.sources.decoding.decode import ALLOWED_FORMATS
 
+# A child process's own peak resident memory, in KiB, as Python source to run in it.
+# VmHWM, not ``ru_maxrss``: Python starts children with vfork, and Linux carries the
+# parent's peak over the child's exec into its ``ru_maxrss`` (a child of a pytest process
+# grown to 1 GB reported 1.05 GB whatever it did itself).
+OWN_PEAK_KB = ("next(int(line.split()[1]) for line in open('/proc/self/status') "
+               "if line.startswith('VmHWM'))")
+
 
 def lock_for_decoder(monkeypatch, name: str) -> None:
     """Make the decoder's ``os.open`` of files ending in ``name`` fail with "Permission
