@@ -3,6 +3,7 @@
     python benchmarks/run.py [--only array,folder,...]   # measure, save, re-render README
     python benchmarks/run.py --quick [--only ...]        # small data; prints, writes nothing
     python benchmarks/run.py --render                    # re-render README, measure nothing
+    python benchmarks/run.py --against REV               # rows slower than at commit REV
 
 Data is generated deterministically; each measurement is repeated and reported as the
 median with its spread (min–max); ratios compare medians measured in this one run, so a
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import render  # noqa: E402
 from bench_dask import bench_dask  # noqa: E402
 from bench_datasets import bench_datasets  # noqa: E402
+from section_cache_costs import bench_cache_costs  # noqa: E402
 from section_costs import bench_memory, bench_overhead  # noqa: E402
 from section_covariance import bench_covariance  # noqa: E402
 from section_hf import bench_hf  # noqa: E402
@@ -61,7 +63,7 @@ SECTIONS: dict[str, Callable[[bool], dict]] = {
     "covariance": bench_covariance,
     "png": bench_png,
     "overhead": bench_overhead, "memory": bench_memory, "normalize": bench_normalize,
-    "cache": bench_cache, "distributed": bench_distributed,
+    "cache": bench_cache, "cache_costs": bench_cache_costs, "distributed": bench_distributed,
     "datasets": bench_datasets,
     "dask": bench_dask, "startup": bench_startup, "layouts": bench_layouts,
     "processes": bench_processes, "install": bench_install, "scale": bench_scale,
@@ -124,6 +126,45 @@ def compile_bytecode() -> None:
         compileall.compile_dir(str(root / package), quiet=1)
 
 
+def _timed_rows(results: dict) -> dict[tuple[str, ...], tuple[float, str]]:
+    """Every row that has a time, keyed by section, table and its leading text cells: its
+    seconds (the median where the table has one) and the load its section ran under."""
+    rows = {}
+    for name, section in results.items():
+        load = section.get("machine", {}).get("load", "?")
+        for table_name, table in section["tables"].items():
+            columns = [column[0] for column in table["columns"]]
+            timed = [i for i, c in enumerate(columns) if c in ("median s", "seconds")]
+            if not timed:
+                continue
+            for row in table["rows"]:
+                label = tuple(str(cell) for cell in row[:timed[0]])
+                if isinstance(row[timed[0]], (int, float)):
+                    rows[(name, table_name, *label)] = (float(row[timed[0]]), load)
+    return rows
+
+
+def slower_than(revision: str, tolerance: float = 0.05) -> list[str]:
+    """The rows of ``results.json`` more than ``tolerance`` slower than at ``revision``
+    (a git commit), each with both times and the loads they ran under: the check of "no
+    row gets slower by more than 5%". Rows renamed or added since have nothing to compare.
+    """
+    import subprocess
+
+    old_text = subprocess.run(["git", "show", f"{revision}:benchmarks/results.json"],
+                              capture_output=True, text=True, check=True,
+                              cwd=render.RESULTS.parent).stdout
+    old, new = _timed_rows(json.loads(old_text)), _timed_rows(json.loads(
+        render.RESULTS.read_text()))
+    lines = []
+    for key in sorted(old.keys() & new.keys()):
+        (before, old_load), (after, new_load) = old[key], new[key]
+        if before > 0 and after > before * (1 + tolerance):
+            lines.append(f"{after / before:6.2f}×  {' | '.join(key)}: {before:.4g} s (load "
+                         f"{old_load}) → {after:.4g} s (load {new_load})")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -131,7 +172,13 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
     parser.add_argument("--render", action="store_true",
                         help="re-render README.md from results.json without measuring")
+    parser.add_argument("--against", metavar="REV",
+                        help="list the rows more than 5%% slower than at git commit REV")
     args = parser.parse_args()
+    if args.against:
+        slower = slower_than(args.against)
+        print("\n".join(slower) or f"no row is more than 5% slower than at {args.against}")
+        return
     if args.render:
         render.README.write_text(render.render_files(list(SECTIONS)))
         return
