@@ -202,9 +202,16 @@ def run() -> None:
     last garbage collection at exit then skips them (~15 ms of every run on a folder,
     where the ceiling a run is measured against pays ~10 ms to exit). Library callers and
     tests call `main`, which leaves the collector alone.
+
+    numpy's BLAS runs on one thread in this process (unless ``OPENBLAS_NUM_THREADS`` is
+    set): the command's parallelism is its workers, each with one BLAS thread
+    (`normstats.engine.process_pool`), and OpenBLAS otherwise starts a thread per core as
+    numpy loads, which spins for ~0.1 s beside the run (~50 ms of CPU taken from the walk
+    or the decoding workers). It must be set before numpy loads, so here.
     """
     import gc
 
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
     finally:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import shutil
 from pathlib import Path
 
 import click
@@ -149,6 +148,8 @@ def clear_command(path: str | None, cache_dir: Path | None, yes: bool) -> None:
     if path is None and groups and not yes:
         click.confirm(f"delete the cache of {len(groups)} dataset(s) in {cache_dir}?",
                       abort=True)
+    import shutil  # here: every compute loads this module (`cache_setting`), not this command
+
     cleared, refused = [], []
     for g in groups:
         cache = DatasetCache(g.path, g.identity)

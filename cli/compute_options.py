@@ -81,7 +81,8 @@ read_flags = _add([
     click.option("--nodata", default=None, metavar="VALUE",
                  help="Value of missing measurements, left out band by band (nan, -9999; "
                       "default: a TIFF's GDAL_NODATA tag under --mode keep, NaN in float "
-                      "rasters)."),
+                      "rasters). Under --mode keep a file's GDAL mask (a TIFF mask page, a "
+                      ".msk sidecar) leaves values out too."),
 ])
 
 run_flags = _add([
@@ -218,14 +219,17 @@ def write_mean_images(stats: Any, files: dict[str, str]) -> None:
 
 def render_result(stats: Any, variant: str, as_json: bool, to: str | None, bgr: bool) -> str:
     """What ``normstats compute`` prints of a result: its JSON, an export, or the report
-    with what the result carries beside the constants."""
-    from normstats.analyses.record_reports import render_by_folder, render_outliers
-    from normstats.analyses.sampling import render_estimate
+    with what the result carries beside the constants (each renderer loaded only for a
+    result that carries what it renders)."""
     from normstats.results.text_report import render_report
 
     if as_json:
         return stats.to_json()
-    banner = render_estimate(stats) if stats.estimate is not None else []
+    banner = []
+    if stats.estimate is not None:
+        from normstats.analyses.sampling import render_estimate
+
+        banner = render_estimate(stats)
     if to:
         return render_export(stats, to, variant, bgr, banner[0] if banner else "")
     lines = banner[:1] + [render_report(stats, variant)] + ([""] + banner[1:] if banner else [])
@@ -236,10 +240,13 @@ def render_result(stats: Any, variant: str, as_json: bool, to: str | None, bgr: 
         lines += [f"  {name}: {low:.4f} .. {high:.4f}   (2-98: {p2:.4f} .. {p98:.4f})"
                   for name, low, high, p2, p98 in
                   zip(stats.channels, p["p0.5"], p["p99.5"], p["p2"], p["p98"])]
-    if stats.by_folder is not None:
-        lines += [""] + render_by_folder(stats.by_folder)
-    if stats.outliers is not None:
-        lines += [""] + render_outliers(stats.outliers)
+    if stats.by_folder is not None or stats.outliers is not None:
+        from normstats.analyses.record_reports import render_by_folder, render_outliers
+
+        if stats.by_folder is not None:
+            lines += [""] + render_by_folder(stats.by_folder)
+        if stats.outliers is not None:
+            lines += [""] + render_outliers(stats.outliers)
     if stats.covariance is not None:
         from normstats.results.text_report import render_covariance
 

@@ -23,12 +23,12 @@ LOCAL_SCHEDULERS = ("sync", "threads", "processes")
 
 
 def _parse_scheduler(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from normstats.engine.cluster import is_distributed
-
     if value is None:
         return value
     if value.lower() in LOCAL_SCHEDULERS:
         return value.lower()
+    from normstats.engine.cluster import is_distributed  # an address: not for the default
+
     if value.endswith(".json") and not os.path.exists(value):
         raise click.BadParameter(f"scheduler file {value} does not exist")
     if is_distributed(value):

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from normstats.engine.cluster import is_distributed
-from normstats.engine.local_run import run_in_process, run_local
 from normstats.engine.progress import ProgressBar
 from normstats.errors import AccessError, InvalidOptionError, SkipKind
 from normstats.maths.records import cross_sums_wanted
@@ -101,6 +99,12 @@ def run(source: Source | IterableSource, *, workers: int | None = None,
 def _running(source: Source | IterableSource, scheduler: Any, workers: int,
              task_size: int | None, bar: ProgressBar) -> Summary:
     """The summary of the source's tasks on the scheduler that suits them."""
+    if getattr(source, "walk", None) is not None and not len(source):
+        bar.close()  # no file to read (a warm run's cache answered them all): no executor
+        return Summary()
+    from normstats.engine.cluster import is_distributed
+    from normstats.engine.local_run import run_in_process, run_local
+
     try:
         if isinstance(source, IterableSource):
             summary = _run_stream(source, bar)

@@ -82,22 +82,18 @@ def _feed(accumulators: dict[str, Accumulator], key: str, pixels: np.ndarray,
     for name, accumulator in accumulators.items():
         if valid is not None and not getattr(accumulator, "takes_valid", False):
             raise InvalidOptionError(f"{name} does not leave nodata out: compute it without "
-                                     "nodata (no --nodata, a file without a nodata tag)")
+                                     "nodata (no --nodata, files without a nodata tag or "
+                                     "mask)")
         add = accumulator.add_stack if stack else accumulator.add
         add(key, pixels) if valid is None else add(key, pixels, valid)
 
 
 def _valid_of(image: DecodedImage) -> np.ndarray | None:
-    """The values of a decoded image that count: None unless nodata is left out of it."""
-    if not (image.raster or image.nodata is not None):
+    """The values of a decoded image that count: None unless nodata (or a mask) leaves
+    some out of it."""
+    if not image.leaves_values_out:
         return None
-    return valid_values(image.pixels, image.nodata)
-
-
-def _merge(total: Any, part: Any) -> Any:
-    if part is None:
-        return total
-    return part if total is None else total.merge(part)
+    return valid_values(image.pixels, image.nodata, image.mask)
 
 
 @dataclass(frozen=True)
@@ -248,9 +244,19 @@ def compute_with_pixels(data: Any, options: ReadOptions | None, wants: tuple[str
     found: dict[str, Any] = dict.fromkeys(wants)
     user_callback = run.pop("on_result", None)
 
+    # Totals made by a merge here are added into in place (a fresh image's worth of int64
+    # totals per task cost the parent as much as a worker's adds); the first task's value
+    # is never written into: the caller's ``on_result`` may hold it.
+    owned: set[str] = set()
+
     def collect(result: TaskResult) -> None:
         for name, value in getattr(result, "values", {}).items():
-            found[name] = _merge(found[name], value)
+            total = found[name]
+            if value is None or total is None:
+                found[name] = total if value is None else value
+                continue
+            found[name] = total.add_in_place(value) if name in owned else total.merge(value)
+            owned.add(name)
         if user_callback is not None:
             user_callback(result)
 

@@ -43,6 +43,10 @@
  * or clang 7+): blocks of whole pixels whose lanes the compiler vectorises itself, as
  * exact. More figures in normstats.maths.fused.
  *
+ * running_sums(): the mean image's running sums, each image added position by position
+ * onto uint16 sums and its squares onto uint32 ones, the loop of each variant compiled
+ * with its instructions (normstats.maths.mean_image).
+ *
  * exponent_bins(): the significands of float64 values binned by exponent, for the exact
  * sums of normstats.maths.exact. spread_bins(): each image's std and variance from its
  * integer sums, binned the same way in the same pass (normstats.maths.summary).
@@ -985,12 +989,77 @@ static layout_t *layouts[CHANNELS_MAX + 1];
 #endif /* X86_KERNELS */
 
 /* ---------------------------------------------------------------------------------- */
+/* Running sums of the mean image (normstats.maths.mean_image)                        */
+/* ---------------------------------------------------------------------------------- */
+
+/* Positions a tile: its uint16 sums and uint32 squares (24 KB) stay in L1 while every
+ * image of a call adds onto them, so a stack of images reads and writes the sums once. */
+#define RUNNING_TILE 4096
+
+typedef void (*running_fn)(const uint8_t *images, Py_ssize_t count, Py_ssize_t cells,
+                           uint16_t *run, uint32_t *squares);
+
+/* `count` images of `cells` bytes each added position by position onto uint16 sums and,
+ * unless `squares` is NULL, their squares onto uint32 ones. Unsigned arithmetic wraps
+ * modulo 2^16 and 2^32: exact while a run holds at most 257 images (257 * 255 = 65,535
+ * and 257 * 255^2 < 2^32), which the caller guarantees by folding the run into int64
+ * totals. A square is taken in 16 bits (255^2 < 2^16): one vpmullw for 32 of them.
+ * Written as plain loops that gcc and clang vectorise (vpmovzxbw, vpaddw, vpmullw,
+ * vpmovzxwd, vpaddd), compiled once per variant below with that variant's
+ * instructions; read-modify-write of the sums bounds them, not the arithmetic. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void running_tiles(const uint8_t *restrict images, Py_ssize_t count,
+                                 Py_ssize_t cells, uint16_t *restrict run,
+                                 uint32_t *restrict squares) {
+    for (Py_ssize_t start = 0; start < cells; start += RUNNING_TILE) {
+        const Py_ssize_t length = cells - start < RUNNING_TILE ? cells - start : RUNNING_TILE;
+        uint16_t *restrict sums = run + start;
+        for (Py_ssize_t n = 0; n < count; n++) {
+            const uint8_t *restrict pixels = images + n * cells + start;
+            if (squares == NULL) {
+                for (Py_ssize_t i = 0; i < length; i++)
+                    sums[i] = (uint16_t)(sums[i] + pixels[i]);
+                continue;
+            }
+            uint32_t *restrict sq = squares + start;
+            for (Py_ssize_t i = 0; i < length; i++) {
+                const uint16_t v = pixels[i];
+                sums[i] = (uint16_t)(sums[i] + v);
+                sq[i] += (uint16_t)(v * v);
+            }
+        }
+    }
+}
+
+static void running_portable(const uint8_t *images, Py_ssize_t count, Py_ssize_t cells,
+                             uint16_t *run, uint32_t *squares) {
+    running_tiles(images, count, cells, run, squares);
+}
+
+#if X86_KERNELS
+TARGET_AVX512
+static void running_avx512(const uint8_t *images, Py_ssize_t count, Py_ssize_t cells,
+                           uint16_t *run, uint32_t *squares) {
+    running_tiles(images, count, cells, run, squares);
+}
+
+TARGET_AVX2
+static void running_avx2(const uint8_t *images, Py_ssize_t count, Py_ssize_t cells,
+                         uint16_t *run, uint32_t *squares) {
+    running_tiles(images, count, cells, run, squares);
+}
+#endif
+
+/* ---------------------------------------------------------------------------------- */
 /* Variants, best first: the first one the CPU supports is used                       */
 /* ---------------------------------------------------------------------------------- */
 
 typedef struct {
     const char *name;
     int (*supported)(void);
+    running_fn running; /* running_sums() */
 #if X86_KERNELS
     image_fn image; /* NULL: the portable loop */
 #endif
@@ -1000,12 +1069,12 @@ static int always(void) { return 1; }
 
 static const variant_t VARIANTS[] = {
 #if X86_KERNELS
-    {"avx512vnni", has_avx512vnni, image_avx512vnni},
-    {"avx512", has_avx512, image_avx512},
-    {"avx2", has_avx2, image_avx2},
-    {"portable", always, NULL},
+    {"avx512vnni", has_avx512vnni, running_avx512, image_avx512vnni},
+    {"avx512", has_avx512, running_avx512, image_avx512},
+    {"avx2", has_avx2, running_avx2, image_avx2},
+    {"portable", always, running_portable, NULL},
 #else
-    {"portable", always},
+    {"portable", always, running_portable},
 #endif
 };
 #define VARIANT_COUNT ((Py_ssize_t)(sizeof VARIANTS / sizeof VARIANTS[0]))
@@ -1152,6 +1221,55 @@ done:
     return result;
 }
 
+static PyObject *running_sums(PyObject *self, PyObject *args) {
+    Py_buffer images, run, squares = {0};
+    Py_ssize_t count;
+    PyObject *squares_arg;
+    if (!PyArg_ParseTuple(args, "y*nw*O", &images, &count, &run, &squares_arg))
+        return NULL;
+    PyObject *result = NULL;
+    const int with_squares = squares_arg != Py_None;
+    if (with_squares && PyObject_GetBuffer(squares_arg, &squares, PyBUF_WRITABLE) < 0)
+        goto done;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "count must be >= 0");
+        goto done;
+    }
+    if (run.len % 2 != 0) {
+        PyErr_SetString(PyExc_ValueError, "run is not a whole number of uint16s");
+        goto done;
+    }
+    const Py_ssize_t cells = run.len / 2, image_bytes = size_product(count, cells);
+    const Py_ssize_t square_bytes = size_product(cells, 4);
+    if (image_bytes < 0 || square_bytes < 0) {
+        PyErr_Format(PyExc_OverflowError, "%zd images of %zd values: more than memory can "
+                     "hold", count, cells);
+        goto done;
+    }
+    if (images.len != image_bytes) {
+        PyErr_Format(PyExc_ValueError, "images hold %zd bytes, %zd images of the run's %zd "
+                     "values are %zd", images.len, count, cells, image_bytes);
+        goto done;
+    }
+    Py_buffer *const buffers[] = {&images, &run, &squares};
+    static const char *const names[] = {"images", "run", "squares"};
+    if (!check_size(&run, run.len, 2, "run") ||
+        (with_squares && !check_size(&squares, square_bytes, 4, "squares")) ||
+        !check_apart(buffers, names, with_squares ? 3 : 2))
+        goto done;
+    const running_fn running = chosen->running;
+    Py_BEGIN_ALLOW_THREADS
+    running(images.buf, count, cells, run.buf, with_squares ? squares.buf : NULL);
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&images);
+    PyBuffer_Release(&run);
+    PyBuffer_Release(&squares); /* nothing to release when it was None */
+    return result;
+}
+
 /* The variants this CPU runs, best first (for tests and benchmarks). */
 static PyObject *variants(PyObject *self, PyObject *unused) {
     PyObject *names = PyList_New(0);
@@ -1181,8 +1299,8 @@ static const variant_t *best_variant(void) {
     return &VARIANTS[i];
 }
 
-/* Make moments() use variant `name` for every row, or (None) the best one with its
- * bounds; return the previous name, None for the latter. */
+/* Make moments() use variant `name` for every row, and running_sums() its loop, or
+ * (None) the best one with its bounds; return the previous name, None for the latter. */
 static PyObject *select_variant(PyObject *self, PyObject *arg) {
     PyObject *previous = forced ? PyUnicode_FromString(chosen->name) : Py_NewRef(Py_None);
     if (previous == NULL)
@@ -1425,6 +1543,12 @@ static PyMethodDef methods[] = {
      "Accumulate the per-channel sum, sum of squares, min and max of `count` uint8 images\n"
      "(one contiguous buffer, channels interleaved) into int64 sums and squares and uint8\n"
      "lows and highs, each (count, channels)."},
+    {"running_sums", running_sums, METH_VARARGS,
+     "running_sums(images, count, run, squares)\n\n"
+     "Add `count` uint8 images (one contiguous buffer) position by position onto the uint16\n"
+     "sums `run`, one per value of an image, and, unless `squares` is None, their squares\n"
+     "onto uint32 sums of squares `squares`: modulo 2**16 and 2**32, exact for runs of at\n"
+     "most 257 images."},
     {"exponent_bins", exponent_bins, METH_VARARGS,
      "exponent_bins(bits, columns, low_sums, high_sums)\n\n"
      "Add the significands of float64 values, given as int64 bits (rows, columns), into\n"
@@ -1439,7 +1563,8 @@ static PyMethodDef methods[] = {
     {"_variants", variants, METH_NOARGS,
      "_variants() -> tuple of the moments() kernels this CPU runs, best first."},
     {"_select", select_variant, METH_O,
-     "_select(name) -> the previous name: make moments() use kernel `name` for every row;\n"
+     "_select(name) -> the previous name: make moments() use kernel `name` for every row\n"
+     "(and running_sums() its loop);\n"
      "None: the best one, and the portable loop for rows too short to pay for it (tests)."},
     {NULL, NULL, 0, NULL},
 };

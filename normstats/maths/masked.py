@@ -261,20 +261,25 @@ class MaskedRows:
         self._parts: list[Records] = []
 
     def add(self, key: str, pixels: np.ndarray, channel_names: tuple[str, ...],
-            nodata: float | None, raw_units: bool) -> None:
-        """Reduce one (H, W, C) image with ``nodata`` (None: only NaN) left out."""
+            nodata: float | None, raw_units: bool, mask: np.ndarray | None = None) -> None:
+        """Reduce one (H, W, C) image with ``nodata`` (None: only NaN) and the values
+        ``mask`` marks (True: left out; (H, W, 1) masks every band) left out."""
         module = _kernel()
-        if module is None or pixels.dtype not in _KERNEL_KINDS or pixels.shape[0] * \
-                pixels.shape[1] >= 2**31:
-            self._parts.append(masked_records(pixels[None], nodata=nodata, keys=(key,),
-                                              channel_names=channel_names,
-                                              raw_units=raw_units))
+        height, width, bands = pixels.shape
+        per_band = mask is not None and mask.shape[2] != 1
+        if module is None or per_band or pixels.dtype not in _KERNEL_KINDS or \
+                height * width >= 2**31:
+            self._parts.append(masked_records(
+                pixels[None], nodata=nodata, mask=None if mask is None else mask[None],
+                keys=(key,), channel_names=channel_names, raw_units=raw_units))
             return
         signature = (pixels.dtype.str, channel_names, raw_units)
         group = self._groups.get(signature)
         if group is None:
-            group = self._groups[signature] = _KernelGroup(self.capacity, pixels.shape[2])
-        group.add(module, key, pixels, nodata)
+            group = self._groups[signature] = _KernelGroup(self.capacity, bands)
+        if mask is not None:  # one mask for every band: the kernel reads the kept pixels
+            pixels = pixels.reshape(height * width, 1, bands)[~mask.reshape(-1)]
+        group.add(module, key, pixels, nodata, height * width, mask is not None)
 
     def records(self) -> list[Records]:
         """The records added so far: one batch per kind of image, rows in order."""
@@ -292,18 +297,21 @@ class _KernelGroup:
         self.outputs = [np.zeros((capacity, channels), np.int64) for _ in range(5)]
         self.any_nodata = False
 
-    def add(self, module: ModuleType, key: str, pixels: np.ndarray,
-            nodata: float | None) -> None:
+    def add(self, module: ModuleType, key: str, pixels: np.ndarray, nodata: float | None,
+            image_pixels: int, masked: bool = False) -> None:
+        """Reduce ``pixels`` (H, W, C) into the next row: an image of ``image_pixels``
+        pixels, of which those ``masked`` ones were left out before (then every row
+        counts its valid values)."""
         row = len(self.keys)
         if row == len(self.pixels):  # more images than the task announced: grow
             self.pixels = np.concatenate([self.pixels, np.zeros_like(self.pixels)])
             self.outputs = [np.concatenate([o, np.zeros_like(o)]) for o in self.outputs]
         applies = nodata_applies(pixels.dtype, nodata)
-        self.any_nodata |= applies
+        self.any_nodata |= applies or masked
         module.masked_moments(np.ascontiguousarray(pixels), _KERNEL_KINDS[pixels.dtype], 1,
                               pixels.shape[2], applies, int(nodata) if applies else 0,
                               *(o[row] for o in self.outputs))
-        self.pixels[row] = pixels.shape[0] * pixels.shape[1]
+        self.pixels[row] = image_pixels
         self.keys.append(key)
 
     def records(self, dtype: str, names: tuple[str, ...], raw_units: bool) -> IntegerRecords:

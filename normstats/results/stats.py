@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,9 +24,11 @@ from normstats.maths.records import Skipped
 from normstats.maths.scale import default_scale, parse_scale
 from normstats.maths.summary import Summary
 from normstats.maths.variants import VARIANTS
-from normstats.maths.vectors import VectorSummary
 from normstats.maths.whitening import DEFAULT_EPS, PrincipalAxes, Whitening
-from normstats.results.findings import Estimate, OutlierReport
+
+if TYPE_CHECKING:  # loaded where an estimate, outliers or vectors are made or read back
+    from normstats.maths.vectors import VectorSummary
+    from normstats.results.findings import Estimate, OutlierReport
 
 __all__ = ["DatasetStats", "VARIANTS"]
 
@@ -247,6 +249,8 @@ class DatasetStats:
         for name in _MATRICES:
             if values.get(name) is not None:
                 values[name] = tuple(tuple(row) for row in values[name])
+        from normstats.results.findings import Estimate, OutlierReport
+
         for name, kind in (("estimate", Estimate), ("outliers", OutlierReport)):
             if values.get(name) is not None:
                 values[name] = kind.from_dict(values[name])

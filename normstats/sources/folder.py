@@ -100,6 +100,9 @@ class FolderTask(DecodingTask, ListedTask):
     files: FileList
     policy: DecodePolicy
     fail_fast: bool = False
+    #: The listing found mask sidecars (``.msk``) and keyed their images on them: look for
+    #: one beside each file (`normstats.sources.decoding.sidecar`).
+    sidecars: bool = False
 
     def decoded(self, skipped: list[Skipped],
                 scratch: OutputBuffer | None = None) -> Iterator[tuple[str, DecodedImage]]:
@@ -107,10 +110,11 @@ class FolderTask(DecodingTask, ListedTask):
 
         With ``scratch``, each image is valid only until the next one is decoded.
         """
-        prefix, policy = os.path.join(self.root, ""), self.policy
+        prefix, policy, sidecars = os.path.join(self.root, ""), self.policy, self.sidecars
         for path, size in self.files.paths_and_sizes():
             try:
-                image = decode_file(prefix + path, policy, path, scratch, size_hint=size)
+                image = decode_file(prefix + path, policy, path, scratch, size_hint=size,
+                                    sidecars=sidecars)
             except UnreadableInputError as error:
                 if self.fail_fast:
                     raise
@@ -142,8 +146,9 @@ def reduce_as_decoded(decode: Callable[[OutputBuffer | None], Iterator[tuple[str
     masked = MaskedRows(capacity)
     others = []
     for key, image in decode(rows):  # the rows hand the decoders their buffers
-        if image.raster or image.nodata is not None:
-            masked.add(key, image.pixels, image.channel_names, image.nodata, image.raw_units)
+        if image.leaves_values_out:
+            masked.add(key, image.pixels, image.channel_names, image.nodata, image.raw_units,
+                       image.mask)
         elif rows is not None and image.pixels.dtype is _UINT8:
             rows.add(key, image.pixels, image.channel_names)
         else:
@@ -167,7 +172,7 @@ def records_of_images(decoded: list[tuple[str, DecodedImage]]) -> Records | None
     groups: dict[tuple, list[tuple[str, DecodedImage]]] = {}
     for index, (key, image) in enumerate(decoded):
         signature = (image.pixels.shape, image.pixels.dtype.str, image.channel_names,
-                     image.nodata, image.raster)
+                     image.nodata, image.raster, image.mask is not None)
         if image.pixels.size >= _STACK_BELOW_VALUES:
             signature += (index,)  # big images: one call each, no copy into a stack
         groups.setdefault(signature, []).append((key, image))
@@ -178,10 +183,19 @@ def records_of_images(decoded: list[tuple[str, DecodedImage]]) -> Records | None
 def _group_records(group: list[tuple[str, DecodedImage]]) -> Records:
     """Records of images of one shape and kind: band by band where nodata is left out."""
     keys, first = tuple(k for k, _ in group), group[0][1]
-    if first.raster or first.nodata is not None:
-        return masked_records(_stack(group), nodata=first.nodata, keys=keys,
-                              channel_names=first.channel_names, raw_units=first.raw_units)
+    if first.leaves_values_out:
+        return masked_records(_stack(group), nodata=first.nodata, mask=_stacked_masks(group),
+                              keys=keys, channel_names=first.channel_names,
+                              raw_units=first.raw_units)
     return records_from_stack(_stack(group), keys=keys, channel_names=first.channel_names)
+
+
+def _stacked_masks(group: list[tuple[str, DecodedImage]]) -> np.ndarray | None:
+    """(N, H, W, C) of a group's masks (one band masks every band), or None: a group's
+    images all have a mask or none has (`records_of_images` groups them so)."""
+    if group[0][1].mask is None:
+        return None
+    return np.stack([np.broadcast_to(image.mask, image.pixels.shape) for _, image in group])
 
 
 def _stack(group: list[tuple[str, DecodedImage]]) -> np.ndarray:
@@ -246,7 +260,8 @@ class FolderSource(ListedFiles):
                    walk_images(root, confine_to))
 
     def task(self, files: FileList) -> Task:
-        return FolderTask(self.root, files, self.policy, self.fail_fast)
+        return FolderTask(self.root, files, self.policy, self.fail_fast,
+                          sidecars=self.walk.sidecars > 0)
 
 
 def file_task_ranges(files: Sequence[FileEntry], task_size: int | None,

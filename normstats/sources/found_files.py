@@ -36,6 +36,15 @@ class FoundFiles:
         self.devices, self.inodes = array("Q"), array("Q")
         self.sizes, self.mtimes, self.ctimes = array("q"), array("q"), array("q")
 
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def fold_into_stamp(self, position: int, value: int) -> None:
+        """Fold ``value`` (an int64) into the change stamp of the file found at
+        ``position``: a stamp is ``inode * spread ^ ctime`` (`change_stamps`), so a value
+        XOR'ed into the ctime is XOR'ed into the stamp (a sidecar's: `walk`)."""
+        self.ctimes[position] ^= value
+
     def extend(self, paths: list[str], rows: list[tuple[int, ...]],
                skipped: list[Skipped]) -> None:
         """Add the regular files of ``rows`` (`_FIELDS` of each) as ``paths``, a batch at

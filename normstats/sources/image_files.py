@@ -65,4 +65,5 @@ class ImageFilesSource(ListedFiles):
         self.description = paths[0] if len(paths) == 1 else f"{len(paths)} image files in {root}"
 
     def task(self, files: FileList) -> Task:
-        return FolderTask(self.root, files, self.policy, self.fail_fast)
+        return FolderTask(self.root, files, self.policy, self.fail_fast,
+                          sidecars=self.walk.sidecars > 0)

@@ -9,13 +9,18 @@ detected from content against an allow-list when they are decoded.
 A file costs the walk one ``stat`` call (about two thirds of its time) and little else:
 names are sorted out and stat'ed folder by folder, relative to the open folder, and the
 numbers of each batch of files go into the columns at once.
+
+A mask sidecar (GDAL's ``<image>.msk``: `normstats.sources.decoding.sidecar`) is not an
+image: it is found in its image's folder listing (only folders holding other files than
+images are searched), stat'ed, and its identity folded into its image's change stamp, so
+the record cache sees an edited, new or removed sidecar as a changed image.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from itertools import compress, groupby, islice, product
 from operator import attrgetter, not_
 from pathlib import Path
@@ -25,6 +30,7 @@ import numpy as np
 from normstats.errors import SkipKind
 from normstats.maths.records import Skipped
 from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
+from normstats.sources.decoding.sidecar import SIDECAR_SUFFIXES, sidecar_stamp
 from normstats.sources.file_list import FileList
 from normstats.sources.found_files import FoundFiles
 from normstats.sources.heap import release_free_memory
@@ -56,6 +62,8 @@ _SHORT_SUFFIXES, _LONG_SUFFIXES = (
     for length in (4, 5))
 
 _PATH = attrgetter("path")
+#: The stamp folded in for a sidecar that exists but cannot be stat'ed.
+_UNREADABLE_SIDECAR = 0x5EED
 _FIELDS = attrgetter("st_mode", "st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
 
 
@@ -64,11 +72,14 @@ class WalkResult:
     """Files to decode, duplicates skipped, and how many non-image files were ignored.
 
     ``files`` may be given as any sequence of `FileEntry`; it is kept as a `FileList`.
+    ``sidecars`` counts the files with a mask sidecar (folded into their stamps): with
+    any, the decoders look for one beside each file.
     """
 
     files: FileList
     skipped: tuple[Skipped, ...]
     ignored: int
+    sidecars: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "files", FileList.of(self.files))
@@ -108,7 +119,7 @@ def walk_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = 
     # resident, here and in every decoding worker forked later.
     release_free_memory()
     walk.skipped.sort(key=_PATH)
-    return WalkResult(files, tuple(walk.skipped), walk.ignored)
+    return WalkResult(files, tuple(walk.skipped), walk.ignored, walk.sidecars)
 
 
 def list_named_files(root: str, relative_paths: list[str]) -> WalkResult:
@@ -127,9 +138,12 @@ def list_named_files(root: str, relative_paths: list[str]) -> WalkResult:
     skipped: list[Skipped] = []
     relative_paths = sorted(set(relative_paths))  # a name given twice is one file
     _stat_files(relative_paths, "", found, skipped, under=root)
+    # no listing says which have a sidecar: each file's is looked for
+    sidecars = _fold_sidecars(found, 0, relative_paths, "", skipped,
+                              lambda name: _probed_sidecar_stamp(os.path.join(root, name)))
     files = found.first_link_of_each_file(skipped)
     skipped.sort(key=_PATH)
-    return WalkResult(files, tuple(skipped), 0)
+    return WalkResult(files, tuple(skipped), 0, sidecars)
 
 
 class _Walk:
@@ -142,6 +156,7 @@ class _Walk:
         self.skipped: list[Skipped] = []
         self.seen: set[tuple[int, int]] = set()
         self.ignored = 0
+        self.sidecars = 0
 
     def visit(self, folder: str, rel: str) -> list[_Step]:
         """List ``folder`` (``rel`` under the root) and stat its image files; return its
@@ -177,9 +192,11 @@ class _Walk:
             return []
         images = _image_names(files)
         self.ignored += len(files) - len(images)
+        # only a folder with other files than images can hold a sidecar (most hold none)
+        masks = _sidecar_names(files, images) if len(files) > len(images) else {}
         del files
         if not subfolders:  # a leaf folder (most of a tree): one run of files
-            return [_Files(folder, rel, sorted(images))] if images else []
+            return [_Files(folder, rel, sorted(images), masks)] if images else []
         # A subfolder sorts as its name and a separator, which no file name holds.
         order = sorted(images + [name + os.sep for name in subfolders])
         steps: list[_Step] = []
@@ -189,7 +206,7 @@ class _Walk:
                 steps += [_Descend(os.path.join(folder, name[:-len(os.sep)]), rel + name)
                           for name in names]
             else:
-                steps.append(_Files(folder, rel, names))
+                steps.append(_Files(folder, rel, names, masks))
         return steps
 
     def add(self, run: _Files) -> None:
@@ -199,9 +216,14 @@ class _Walk:
             descriptor = os.open(run.folder, _FOLDER_FLAGS) if _BY_DESCRIPTOR else None
         except OSError:  # the folder went meanwhile: by path, each file skipped with why
             descriptor = None
+        start, skipped_before = len(self.found), len(self.skipped)
         try:
             _stat_files(run.names, run.rel, self.found, self.skipped, descriptor,
                         under=run.folder if descriptor is None else None)
+            if run.sidecars:
+                self.sidecars += _fold_sidecars(
+                    self.found, start, run.names, run.rel, self.skipped[skipped_before:],
+                    lambda name: _sidecar_stamp(run, name, descriptor))
         finally:
             if descriptor is not None:
                 os.close(descriptor)
@@ -265,6 +287,73 @@ def _image_names(names: list[str]) -> list[str]:
             and (name[0] != "." or "." in name.lstrip("."))]
 
 
+def _sidecar_names(files: list[str], images: list[str]) -> dict[str, str]:
+    """The mask sidecars among a folder's ``files``: each image's name to its sidecar's
+    (``.msk`` before ``.MSK``, the order GDAL looks in).
+
+    Examples
+    --------
+    >>> sorted(_sidecar_names(["a.tif", "a.tif.MSK", "a.tif.msk", "b.tif.MSK", "c.msk"],
+    ...                       ["a.tif", "b.tif"]).items())
+    [('a.tif', 'a.tif.msk'), ('b.tif', 'b.tif.MSK')]
+    """
+    candidates = [name for name in files if name.endswith(SIDECAR_SUFFIXES)]
+    if not candidates:
+        return {}
+    names = set(images)
+    found: dict[str, str] = {}
+    for suffix in reversed(SIDECAR_SUFFIXES):  # the first suffix, written last, wins
+        found.update((name[:-len(suffix)], name) for name in candidates
+                     if name.endswith(suffix) and name[:-len(suffix)] in names)
+    return found
+
+
+def _fold_sidecars(found: FoundFiles, start: int, names: list[str], rel: str,
+                   skipped: list[Skipped], stamp_of: Callable[[str], int]) -> int:
+    """Fold ``stamp_of(name)`` (a sidecar's stamp, 0 for none) into the stamp of each of
+    ``names`` found from position ``start`` on (those not among ``skipped``, in order);
+    the number of files with a sidecar."""
+    gone = {s.path for s in skipped}
+    kept = [name for name in names if rel + name not in gone]
+    folded = 0
+    for position, name in enumerate(kept, start):
+        stamp = stamp_of(name)
+        if stamp:
+            found.fold_into_stamp(position, stamp)
+            folded += 1
+    return folded
+
+
+def _sidecar_stamp(run: _Files, name: str, descriptor: int | None) -> int:
+    """The stamp of the sidecar the listing found for the image ``name`` of ``run``."""
+    sidecar = run.sidecars.get(name)
+    if sidecar is None:
+        return 0
+    return _stat_stamp(sidecar if descriptor is not None else os.path.join(run.folder, sidecar),
+                       descriptor)
+
+
+def _probed_sidecar_stamp(path: str) -> int:
+    """The stamp of the image file ``path``'s sidecar, looked for by name; 0 for none."""
+    for suffix in SIDECAR_SUFFIXES:
+        stamp = _stat_stamp(path + suffix, None)
+        if stamp:
+            return stamp
+    return 0
+
+
+def _stat_stamp(path: str, descriptor: int | None) -> int:
+    """`sidecar_stamp` of ``path`` (relative to the folder ``descriptor``); 0 when it is not
+    there (a dangling link too: the decoder does not see it either), and a fixed stamp
+    when it cannot be stat'ed (the decoder then says why it cannot be read)."""
+    try:
+        return sidecar_stamp(os.stat(path, dir_fd=descriptor)) or 1
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return _UNREADABLE_SIDECAR
+
+
 def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
@@ -285,6 +374,8 @@ class _Files:
     folder: str
     rel: str
     names: list[str]
+    #: The mask sidecars of its images, by image name (`_sidecar_names`).
+    sidecars: dict[str, str] = field(default_factory=dict)
 
 
 _Step = _Descend | _Files

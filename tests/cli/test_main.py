@@ -95,3 +95,61 @@ def test_version_says_the_version_and_the_kernel_in_use():
     assert result.output.splitlines() == [
         f"normstats {version('normstats')}", f"kernel: compiled C ({_moments._variants()[0]})"]
     assert normstats.__version__ == version("normstats")
+
+
+#: A ``normstats`` process (the console script's `normstats_cli.run`) that then prints what
+#: it loaded of ``sys.argv[1]`` (comma-separated module names) and its BLAS threads.
+_COMMAND = """
+import json, sys
+import normstats_cli
+watched, sys.argv = sys.argv[1].split(","), ["normstats", *sys.argv[2:]]
+try:
+    normstats_cli.run()
+except SystemExit:
+    pass
+from threadpoolctl import threadpool_info
+print(json.dumps([sorted(m for m in watched if m in sys.modules),
+                  [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]]))
+"""
+
+
+def _command(arguments: list[str], watched: list[str], **env: str) -> tuple[list, list]:
+    import os
+    import subprocess
+    import sys
+
+    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", _COMMAND, ",".join(watched), *arguments],
+                          capture_output=True, text=True, check=True,
+                          env={**environment, **env})
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_warm_cached_run_loads_no_decoder_executor_or_report(tmp_path):
+    """Re-run on its record cache, the command reads records: it loads neither Pillow's
+    image module, the executors, the cluster module, the reports of estimates, outliers and
+    folders, nor the file removal a compaction uses (each cost milliseconds of a run that
+    takes ~2.5x a bare walk of the folder)."""
+    from PIL import Image
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(5):
+        Image.new("RGB", (4, 4), (i, 2 * i, 3 * i)).save(data / f"{i}.png")
+    unneeded = ["PIL.Image", "concurrent.futures", "normstats.engine.cluster",
+                "normstats.engine.local_run", "normstats.results.findings",
+                "normstats.analyses.record_reports", "normstats.analyses.sampling", "shutil"]
+    arguments = ["compute", str(data), "--cache", str(tmp_path / "cache")]
+    cold, _ = _command(arguments, unneeded)
+    assert "PIL.Image" in cold  # it decoded: the watch list is of modules a run can load
+    warm, _ = _command(arguments, unneeded)
+    assert warm == []
+
+
+def test_the_command_runs_numpys_blas_on_one_thread_unless_told(tmp_path):
+    """OpenBLAS would start a thread per core that spins beside the run as numpy loads; the
+    command's parallelism is its workers. A user's OPENBLAS_NUM_THREADS is kept."""
+    np.save(tmp_path / "x.npy", np.zeros((2, 4, 4, 3), np.uint8))
+    arguments = ["compute", str(tmp_path / "x.npy")]
+    assert _command(arguments, [])[1] == [1]
+    assert _command(arguments, [], OPENBLAS_NUM_THREADS="2")[1] == [2]

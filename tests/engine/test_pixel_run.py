@@ -153,3 +153,31 @@ def test_the_mean_image_is_always_height_width_channels(rng):
     stats = normstats.compute(np.ascontiguousarray(images.transpose(0, 3, 1, 2)),
                               layout="NCHW", mean_image=True)
     assert np.array_equal(stats.mean_image, exact_mean_image(images, 255)[0])
+
+
+@pytest.mark.parametrize("wants", [("mean_image_std",), ("histogram",)])
+def test_the_values_tasks_hand_on_result_are_never_added_into(rng, wants):
+    """Pooling adds later tasks into a total of its own (no fresh int64 image a task), not
+    into the first task's value, which the caller's ``on_result`` may hold: 16-bit images,
+    whose tasks' totals are int64 already, exact after the run and untouched."""
+    from normstats.engine.pixel_run import compute_with_pixels
+
+    images = same_size_images(rng, 40).astype(np.uint16) * 257
+    images[:, 0, :2] = [[0], [65535]]  # every task's histogram spans the same values
+    seen = []
+
+    def keep(result):
+        value = result.values[wants[0]]
+        arrays = [value.total, value.square_low] if wants[0] != "histogram" else [value.counts]
+        seen.append((arrays, [a.copy() for a in arrays]))
+
+    stats, found = compute_with_pixels(images, None, wants, task_size=7, workers=1,
+                                       on_result=keep)
+    assert len(seen) == 6
+    assert all(np.array_equal(a, b) for arrays, saved in seen for a, b in zip(arrays, saved))
+    if wants[0] == "histogram":
+        assert found["histogram"].counts.sum() == images.size
+    else:
+        expected_mean, expected_std = exact_mean_image(images, 65535)
+        mean, std = found["mean_image_std"].finalize(65535)
+        assert np.array_equal(mean, expected_mean) and np.array_equal(std, expected_std)

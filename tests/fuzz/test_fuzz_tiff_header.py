@@ -10,10 +10,12 @@ the file's end or 2**32) it must answer a layout within its bounds or None, neve
 the reason and the whole decode stay one line or an `UnreadableInputError`.
 
 Rasters as tifffile writes them (any sample type, 2 to 13 bands, planar or interleaved,
-tiled or striped, each codec, BigTIFF, nodata tags good and bad), damaged the same way,
-decode under ``keep`` to pixels within the pixel and byte limits or are refused in one
-line, and tifffile is never asked to allocate more than those limits allow (the declared
-size is checked before it reads a byte of pixel data).
+tiled or striped, each codec, BigTIFF, nodata tags good and bad, GDAL's mask pages after
+the image or after an overview), damaged the same way, decode under ``keep`` to pixels
+within the pixel and byte limits or are refused in one line, and tifffile is never asked
+to allocate more than those limits allow (the declared size is checked before it reads a
+byte of pixel data). So do the same rasters beside a damaged ``.msk`` sidecar: a mask is a
+mask of the image's size, or a reason.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from fuzz.fuzzing import fuzz_settings, regression_inputs
 from hypothesis import event, given
 from hypothesis import strategies as st
 from PIL import Image
-from raster_files import raster_bytes
+from raster_files import mask_page, raster_bytes
 from sources.decoding.test_decode import tiff_bytes
 
 from normstats.errors import UnreadableInputError
@@ -38,6 +40,7 @@ from normstats.sources.decoding.decode import decode_bytes
 from normstats.sources.decoding.file_read import BYTES_PER_PIXEL
 from normstats.sources.decoding.pillow_pixels import unidentified_reason
 from normstats.sources.decoding.policy import DecodePolicy
+from normstats.sources.decoding.sidecar import Sidecar
 from normstats.sources.decoding.tiff_header import MAX_VALUES, tiff_layout
 
 MODES = ("1", "L", "LA", "RGB", "RGBA", "CMYK", "I;16", "F")
@@ -135,19 +138,39 @@ def test_arbitrary_bytes_after_the_signature(tail):
 #: The raster path's limits in the fuzz cases: a few thousand pixels, 8 bytes each.
 RASTER_POLICY = DecodePolicy("keep", max_pixels=4096)
 
+#: Masks of a 16x16 raster: none, of one band (checkered), of one band per band.
+MASKS = (None, np.indices((16, 16)).sum(axis=0) % 3 > 0, "per band")
+
 raster_seeds = st.tuples(
     st.sampled_from(("uint8", "uint16", "int16", "int32", "float32", "float64")),
     st.sampled_from((2, 5, 13)), st.booleans(), st.booleans(),
     st.sampled_from((None, "deflate", "lzw", "zstd")), st.booleans(),
-    st.sampled_from((None, "0", "nan", "x"))).map(
+    st.sampled_from((None, "0", "nan", "x")), st.sampled_from(MASKS), st.booleans()).map(
     lambda t: raster_bytes(np.arange(16 * 16 * t[1]).reshape(16, 16, t[1]).astype(t[0]),
                            planar=t[2], tiled=t[3], compression=t[4], bigtiff=t[5],
-                           nodata=t[6]))
+                           nodata=t[6], valid=_mask_of(t[7], t[1]), overviews=t[8],
+                           mask_bits=8 if t[8] else 1))
 
 
-def check_raster(data: bytes) -> str:
+def _mask_of(mask, bands: int) -> np.ndarray | None:
+    if isinstance(mask, str):
+        return np.arange(16 * 16 * bands).reshape(16, 16, bands) % 5 > 0
+    return mask
+
+
+def sidecar_bytes(bands: int, bits: int) -> bytes:
+    """A ``.msk`` sidecar of a 16x16 raster: one band, or one per band."""
+    valid = np.arange(16 * 16 * bands).reshape(16, 16, bands) % 7 > 0
+    data, options = mask_page(valid[:, :, 0] if bands == 1 else valid, bits, subfiletype=0)
+    buffer = io.BytesIO()
+    tifffile.imwrite(buffer, data, **options)
+    return buffer.getvalue()
+
+
+def check_raster(data: bytes, sidecar: bytes | None = None) -> str:
     """A damaged raster decodes to pixels within the limits, or is refused in one line;
-    tifffile allocates nothing larger than the limits allow."""
+    tifffile allocates nothing larger than the limits allow; a mask (its own, or its
+    ``sidecar``'s) fits the pixels."""
     budget = BYTES_PER_PIXEL * RASTER_POLICY.max_pixels
     allocate = tifffile.TiffPage.asarray
 
@@ -159,13 +182,18 @@ def check_raster(data: bytes) -> str:
 
     with mock.patch.object(tifffile.TiffPage, "asarray", guarded):
         try:
-            image = decode_bytes(data, "r.tif", RASTER_POLICY)
+            image = decode_bytes(data, "r.tif", RASTER_POLICY, sidecar=None if sidecar is None
+                                 else Sidecar("r.tif.msk", sidecar))
         except UnreadableInputError as error:
             assert "\n" not in str(error)
             return "refused"
     height, width, bands = image.pixels.shape
     assert height * width <= RASTER_POLICY.max_pixels and image.pixels.nbytes <= budget
     assert image.pixels.dtype.kind in "iuf" and len(image.channel_names) == bands
+    if image.mask is not None:
+        assert image.mask.dtype == bool and image.mask.shape[:2] == (height, width)
+        assert image.mask.shape[2] in (1, bands)
+        return "read, masked"
     return "read"
 
 
@@ -196,6 +224,13 @@ def test_damaged_rasters_decode_within_the_limits_or_are_refused(data, changes, 
     if size is not None:
         data = resized(data, *size)
     event(check_raster(edited(data, changes)))
+
+
+@fuzz_settings(150)
+@given(st.sampled_from((2, 5)), st.sampled_from((1, 8)), st.booleans(), edits)
+def test_damaged_sidecars_give_a_mask_that_fits_or_a_reason(bands, bits, one_band, changes):
+    raster = raster_bytes(np.arange(16 * 16 * bands).reshape(16, 16, bands).astype(np.uint16))
+    event(check_raster(raster, edited(sidecar_bytes(1 if one_band else bands, bits), changes)))
 
 
 @pytest.mark.parametrize("path", regression_inputs("tiff_header"), ids=lambda p: p.name)

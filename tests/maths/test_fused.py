@@ -339,3 +339,70 @@ def test_integer_spreads_leave_to_numpy_what_int64_cannot_hold(pixels, sums, squ
     """None: numpy's way then computes them (with Python ints) or names the error."""
     assert fused.integer_spreads(np.array([7, pixels]), np.array([[0], [sums]]),
                                  np.array([[0], [squares]])) is None
+
+
+@pytest.fixture(params=[*_moments._variants(), "numpy"])
+def running(request, monkeypatch):
+    """Each compiled loop of `fused.uint8_running_sums` this CPU runs (one per kernel
+    variant), and numpy's passes of an installation without the kernel."""
+    if request.param == "numpy":
+        monkeypatch.setattr(fused, "_extension", lambda: None)
+        yield request.param
+        return
+    previous = _moments._select(request.param)
+    yield request.param
+    _moments._select(previous)
+
+
+def running_oracle(images: np.ndarray, run: np.ndarray,
+                   squares: np.ndarray) -> tuple[list[int], list[int]]:
+    """``run`` and ``squares`` plus Σx and Σx² of the (count, ...) images per position, in
+    Python ints, modulo 2**16 and 2**32 (the sums' documented wrap)."""
+    flat = images.reshape(len(images), -1).tolist()
+    sums = [(int(r) + sum(column)) % 2**16 for r, column in zip(run.ravel(), zip(*flat))]
+    powers = [(int(q) + sum(v * v for v in column)) % 2**32
+              for q, column in zip(squares.ravel(), zip(*flat))]
+    return sums, powers
+
+
+# 4,096 positions make a tile of the compiled loop: one position past it, two tiles exactly
+# and two and one; vector widths (16, 32 or 64 values) never divide the odd ones.
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 5, 3), (7, 13, 3), (11, 31, 1), (1, 4097, 1),
+                                   (2, 2048, 2), (3, 2731, 1)])
+@pytest.mark.parametrize("count", [1, 5])
+def test_running_sums_equal_python_integers_at_odd_sizes(shape, count, rng, running):
+    """Sums and squares added onto what the runs hold, anywhere in their range: the wrap
+    modulo 2**16 and 2**32 is numpy's, so the builder's folds alone keep them exact."""
+    images = rng.integers(0, 256, size=(count, *shape), dtype=np.uint8)
+    run = rng.integers(0, 2**16, size=shape, dtype=np.uint16)
+    squares = rng.integers(0, 2**32, size=shape, dtype=np.uint32)
+    expected_sums, expected_squares = running_oracle(images, run, squares)
+    alone = run.copy()
+    fused.uint8_running_sums(images[0] if count == 1 else images, run, squares)
+    fused.uint8_running_sums(images[0] if count == 1 else images, alone, None)
+    assert run.ravel().tolist() == alone.ravel().tolist() == expected_sums
+    assert squares.ravel().tolist() == expected_squares
+
+
+def test_running_sums_of_257_images_of_255_fill_the_run_exactly(running):
+    """257 · 255 = 65,535: the uint16 run is full, and the 258th image wraps it (which is
+    why `MeanImageBuilder` folds every 257 images). Squares: 257 · 255² < 2**32."""
+    images = np.full((258, 3, 37, 3), 255, np.uint8)
+    run, squares = np.zeros((3, 37, 3), np.uint16), np.zeros((3, 37, 3), np.uint32)
+    fused.uint8_running_sums(images[:257], run, squares)
+    assert set(run.ravel().tolist()) == {65535}
+    assert set(squares.ravel().tolist()) == {257 * 255**2}
+    fused.uint8_running_sums(images[257], run, squares)
+    assert set(run.ravel().tolist()) == {254}
+    assert set(squares.ravel().tolist()) == {258 * 255**2}
+
+
+def test_running_sums_read_strided_images_and_no_image(rng, running):
+    images = rng.integers(0, 256, size=(4, 6, 10, 3), dtype=np.uint8)[:, ::2, ::2]
+    run, squares = np.zeros((3, 5, 3), np.uint16), np.zeros((3, 5, 3), np.uint32)
+    fused.uint8_running_sums(images, run, squares)
+    assert run.ravel().tolist() == running_oracle(images, np.zeros(45), np.zeros(45))[0]
+    fused.uint8_running_sums(images[:0], run, squares)
+    assert run.ravel().tolist() == running_oracle(images, np.zeros(45), np.zeros(45))[0]
+    empty = np.zeros((0, 4, 3), np.uint16)
+    fused.uint8_running_sums(np.zeros((3, 0, 4, 3), np.uint8), empty, empty.astype(np.uint32))

@@ -175,6 +175,59 @@ SPREADS = {
         'm.spread_bins(bytes(8), bytes(8), struct.pack("<q", 2**32), 1, bytearray(49152), '
         "bytearray(49152))", "returned", "False"),
 }
+#: running_sums: uint8 images, the uint16 run (one per value of an image), uint32 squares or
+#: None; two images of 6 values into a run of 6 (12 bytes, squares 24) is the control.
+RUNNING = {
+    "running: a negative count": ("m.running_sums(b'', -1, bytearray(12), None)",
+                                  "ValueError", "count must be >= 0"),
+    "running: count * values wrapping": ('m.running_sums(b"", 2**62, bytearray(8), None)',
+                                         "OverflowError",
+                                         "4611686018427387904 images of 4 values: more than "
+                                         "memory can hold"),
+    "running: the largest count": ('m.running_sums(b"", sys.maxsize, bytearray(4), None)',
+                                   "OverflowError", "more than memory can hold"),
+    "running: a count past Py_ssize_t": ('m.running_sums(b"", 2**63, bytearray(4), None)',
+                                         "OverflowError", "too large to convert"),
+    "running: a run of half a uint16": ("m.running_sums(bytes(6), 1, bytearray(13), None)",
+                                        "ValueError", "not a whole number of uint16s"),
+    "running: images a byte short": ("m.running_sums(bytes(11), 2, bytearray(12), None)",
+                                     "ValueError", "images hold 11 bytes, 2 images of the "
+                                                   "run's 6 values are 12"),
+    "running: images a byte long": ("m.running_sums(bytes(13), 2, bytearray(12), None)",
+                                    "ValueError", "images hold 13 bytes"),
+    "running: bytes but no value": ("m.running_sums(bytes(3), 5, bytearray(0), None)",
+                                    "ValueError", "images hold 3 bytes"),
+    "running: squares for one value fewer": ("m.running_sums(bytes(12), 2, bytearray(12), "
+                                             "bytearray(20))", "ValueError",
+                                             "squares holds 20 bytes, the kernel expects 24"),
+    "running: run unaligned": ("m.running_sums(bytes(12), 2, memoryview(bytearray(13))[1:], "
+                               "None)", "ValueError", "run is not aligned to 2 bytes"),
+    "running: squares unaligned": ("m.running_sums(bytes(12), 2, bytearray(12), "
+                                   "memoryview(bytearray(26))[2:])", "ValueError",
+                                   "squares is not aligned to 4 bytes"),
+    "running: run and squares overlapping": ("(lambda b: m.running_sums(bytes(12), 2, "
+                                             "memoryview(b)[:12], memoryview(b)[8:32]))"
+                                             "(bytearray(32))", "ValueError",
+                                             "run and squares share memory"),
+    "running: the images inside the run": ("(lambda b: m.running_sums(memoryview(b)[:12], 2, "
+                                           "b, None))(bytearray(12))", "ValueError",
+                                           "images and run share memory"),
+    "running: a read-only run": ("m.running_sums(bytes(12), 2, bytes(12), None)", "TypeError",
+                                 "read-write"),
+    "running: read-only squares": ("m.running_sums(bytes(12), 2, bytearray(12), bytes(24))",
+                                   "BufferError", "not writable"),
+    "running: squares not contiguous": ("m.running_sums(bytes(12), 2, bytearray(12), "
+                                        "memoryview(bytearray(48))[::2])", "BufferError",
+                                        "not C-contiguous"),
+    "running: images not contiguous": ("m.running_sums(memoryview(bytes(24))[::2], 2, "
+                                       "bytearray(12), None)", "BufferError",
+                                       "not C-contiguous"),
+    "running: two images (the control)": ("m.running_sums(bytes(12), 2, bytearray(12), "
+                                          "bytearray(24))", "returned", "None"),
+    "running: no image": ("m.running_sums(b'', 0, bytearray(12), None)", "returned", "None"),
+    "running: images of no values": ("m.running_sums(b'', 5, bytearray(0), None)", "returned",
+                                     "None"),
+}
 CROSS = {
     "cross: 2**62 images of 3 channels (outputs wrap)":
         ('x.cross(b"", 2**62, 3, bytearray(0))', "OverflowError",
@@ -221,7 +274,7 @@ PNG = {  # the walk reads its sizes from the bytes: lengths near 2**32 must not 
     "a CRC over bytes not contiguous": ("p.crc32(memoryview(bytes(8))[::2])", "BufferError",
                                         "not C-contiguous"),
 }
-CASES = {**MOMENTS, **BINS, **SPREADS, **CROSS, **PNG}
+CASES = {**MOMENTS, **BINS, **SPREADS, **RUNNING, **CROSS, **PNG}
 
 
 @pytest.fixture(scope="module")

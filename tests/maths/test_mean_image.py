@@ -8,6 +8,7 @@ import pytest
 from oracle import exact_mean_image
 
 from normstats.errors import IncompatibleImagesError, NormstatsError
+from normstats.maths import fused
 from normstats.maths.mean_image import MAX_IMAGES, MeanImageBuilder, PositionSums
 
 
@@ -144,3 +145,67 @@ def test_saturated_8_bit_runs_never_wrap():
     images = np.full((1000, 2, 2, 3), 255, np.uint8)
     mean, std = built(images, [258], one_by_one={0, 1}).finalize(255)
     assert (mean == 1.0).all() and (std == 0.0).all()
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def kernel(request, monkeypatch):
+    """The compiled running sums, and numpy's passes of an installation without them."""
+    if request.param == "numpy":
+        monkeypatch.setattr(fused, "_extension", lambda: None)
+    return request.param
+
+
+@pytest.mark.parametrize("count", [256, 257, 258, 514, 515])
+@pytest.mark.parametrize("how", ["one by one", "a stack", "mixed"])
+@pytest.mark.parametrize("with_std", [False, True])
+def test_8_bit_images_of_255_at_the_fold_boundaries_keep_python_integers(count, how, with_std,
+                                                                        kernel):
+    """Runs of 257 images fold into int64: at 256, 257 and 258 images (and twice that) the
+    totals are 255·N and 255²·N, added image by image, as one stack, or as 100 images and
+    then a stack that the run's end splits."""
+    images = np.full((count, 3, 5, 3), 255, np.uint8)
+    builder = MeanImageBuilder(with_std)
+    first = {"one by one": count, "a stack": 0, "mixed": 100}[how]
+    for i in range(first):
+        builder.add(f"image {i}", images[i])
+    builder.add_stack(f"image {first}", images[first:])
+    totals = builder.result()
+    assert totals.count == count
+    assert {int(v) for v in totals.total.ravel()} == {255 * count}
+    if with_std:
+        assert {int(v) for v in totals.square_low.ravel()} == {255**2 * count}
+        assert totals.square_high is None
+    else:
+        assert totals.square_low is None
+
+
+def test_8_bit_images_match_the_exact_oracle_with_either_kernel(rng, kernel):
+    """Odd positions (not a multiple of any vector width), 600 images cut across folds."""
+    images = integer_images(rng, np.uint8, 600, shape=(7, 11, 3))
+    mean, std = built(images, [250, 300], one_by_one={0, 2}).finalize(255)
+    expected_mean, expected_std = exact_mean_image(images, 255)
+    assert np.array_equal(mean, expected_mean) and np.array_equal(std, expected_std)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_adding_in_place_equals_merging_and_leaves_the_parts_alone(rng, dtype):
+    """A total made by a merge takes further parts into its own arrays; the parts, and a
+    total that is still a task's uint16 run, are never written into."""
+    images = integer_images(rng, dtype, 60)
+    parts = [built(images[a:b], []) for a, b in ((0, 10), (10, 35), (35, 60))]
+    before = [[None if a is None else a.copy() for a in (p.total, p.square_low, p.square_high)]
+              for p in parts]
+    merged = parts[0].merge(parts[1]).merge(parts[2])
+    running = parts[0].merge(parts[1])
+    arrays = running.total
+    in_place = running.add_in_place(parts[2])
+    assert in_place.total is arrays and in_place.count == 60
+    assert all(np.array_equal(a, b) for a, b in zip(in_place.finalize(), merged.finalize()))
+    for part, saved in zip(parts, before):
+        now = (part.total, part.square_low, part.square_high)
+        assert all(a is b is None or np.array_equal(a, b) for a, b in zip(now, saved))
+    run = parts[0]  # a task's value: uint16 for 8-bit images, added into by no one
+    if dtype is np.uint8:
+        assert run.total.dtype == np.uint16
+        assert run.add_in_place(parts[1]).total is not run.total
+        assert np.array_equal(run.total, before[0][0])

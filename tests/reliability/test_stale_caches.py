@@ -62,12 +62,26 @@ def test_a_decoder_upgrade_starts_a_new_cache_group(tmp_path, rng, monkeypatch):
     root, cache = tmp_path / "data", tmp_path / "cache"
     _bmp_folder(root, rng)
     normstats.compute(root, cache=cache, workers=1)
-    for decoder in ("pillow", "simplejpeg", "imagecodecs"):
+    for decoder in ("pillow", "simplejpeg", "imagecodecs", "tifffile"):
         versions = {**cache_module.decoder_versions(), decoder: "999.0"}
         monkeypatch.setattr(cache_module, "decoder_versions", lambda v=versions: v)
         stats = normstats.compute(root, cache=cache, workers=1)
         assert (stats.images_cached, stats.images_decoded) == (0, 6), decoder
-    assert len([p for p in cache.iterdir() if p.is_dir()]) == 4
+    assert len([p for p in cache.iterdir() if p.is_dir()]) == 5
+
+
+def test_new_raster_reading_rules_start_a_new_cache_group(tmp_path, rng, monkeypatch):
+    """Records of rasters cached before mask pages were read hold values a mask now leaves
+    out: a change of `raster.READING_RULES` means nothing cached is reused."""
+    from normstats.sources.decoding import raster
+
+    root, cache = tmp_path / "data", tmp_path / "cache"
+    _bmp_folder(root, rng)
+    normstats.compute(root, cache=cache, workers=1)
+    assert normstats.compute(root, cache=cache, workers=1).images_cached == 6
+    monkeypatch.setattr(raster, "READING_RULES", "1")
+    stats = normstats.compute(root, cache=cache, workers=1)
+    assert (stats.images_cached, stats.images_decoded) == (0, 6)
 
 
 def test_verify_cache_finds_what_the_file_system_could_not_show(tmp_path, rng, monkeypatch):

@@ -219,3 +219,35 @@ def test_a_file_dated_beyond_2262_is_listed_with_a_saturated_mtime(png_folder):
     (entry,) = [f for f in walk.files if f.path == far.relative_to(root).as_posix()]
     assert entry.mtime_ns == np.iinfo(np.int64).max
     assert_matches_oracle(normstats.compute(root, workers=2), images, 255)
+
+
+def test_masked_images_are_reduced_alike_as_decoded_and_all_at_once(rng):
+    """Images with a mask (one band for all, or one per band) among plain ones: the
+    streaming reduction and the grouped one (tasks that decode all their images at once)
+    leave the same values out as the masked records of the stack."""
+    from normstats.maths.masked import masked_records
+    from normstats.maths.records import concat_records
+    from normstats.sources.decoding.policy import DecodedImage
+    from normstats.sources.folder import records_of_images, reduce_as_decoded
+
+    pixels = [rng.integers(0, 4000, (5, 6, 3), np.uint16) for _ in range(5)]
+    masks = [rng.random((5, 6, 1)) < 0.3, None, rng.random((5, 6, 3)) < 0.5, None,
+             np.ones((5, 6, 1), bool)]  # the last one hides every pixel
+    decoded = [(f"k{i}", DecodedImage(p, ("a", "b", "c"), None, True, m))
+               for i, (p, m) in enumerate(zip(pixels, masks))]
+    full = np.stack([np.zeros((5, 6, 3), bool) if m is None else np.broadcast_to(m, (5, 6, 3))
+                     for m in masks])
+    expected = masked_records(np.stack(pixels), mask=full, keys=tuple(k for k, _ in decoded),
+                              channel_names=("a", "b", "c"), raw_units=True)
+
+    def by_key(records):
+        order = np.argsort(records.keys)
+        return (records.valid[order].tolist(), records.sums[order].tolist(),
+                records.sums_sq[order].tolist(),
+                np.nan_to_num(records.minimum[order], nan=-1).tolist())  # none: NaN
+
+    streamed = reduce_as_decoded(lambda scratch: iter(decoded), 5)
+    grouped = records_of_images(decoded)
+    assert by_key(streamed) == by_key(grouped) == by_key(concat_records([expected]))
+    assert expected.valid.tolist()[1] == [30, 30, 30] and expected.valid.tolist()[4] == [0] * 3
+    assert streamed.pixels.tolist() == [30] * 5

@@ -3,8 +3,9 @@
 The oracle spells out the walk's contract in the plainest code: folders depth first in
 name order, each entered once, links followed; image extensions by ``splitext``;
 regular files only; each physical file once, at its first path in sorted order; sizes,
-mtimes and change stamps from a plain ``os.stat``. The tree under test has everything
-that has ever been a special case.
+mtimes and change stamps from a plain ``os.stat``, with the stamp of a mask sidecar
+(``<name>.msk``, else ``<name>.MSK``) folded in. The tree under test has everything that
+has ever been a special case.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from normstats.errors import SkipKind
 from normstats.maths.records import Skipped
 from normstats.sources import walk as walk_module
 from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
+from normstats.sources.decoding.sidecar import sidecar_stamp
 from normstats.sources.file_list import FileList, change_stamp
 from normstats.sources.walk import list_named_files, walk_images
 
@@ -81,8 +83,17 @@ def oracle_stat(named: list[tuple[str, str]], skipped: list[Skipped]) -> FileLis
             first[info.st_dev, info.st_ino] = rel
             mtime, ctime = (min(max(t, INT64.min), INT64.max)
                             for t in (info.st_mtime_ns, info.st_ctime_ns))
-            rows.append((rel, info.st_size, mtime, change_stamp(info.st_ino, ctime)))
+            rows.append((rel, info.st_size, mtime,
+                         change_stamp(info.st_ino, ctime) ^ oracle_sidecar(path)))
     return FileList.from_columns(*zip(*rows))
+
+
+def oracle_sidecar(path: str) -> int:
+    """The stamp folded into a file's for its mask sidecar: 0 without one."""
+    for suffix in (".msk", ".MSK"):
+        if os.path.exists(path + suffix):  # a dangling link is none
+            return sidecar_stamp(os.stat(path + suffix)) or 1
+    return 0
 
 
 def write(path: Path | bytes, size: int = 3) -> None:
@@ -107,6 +118,13 @@ def tricky_tree(tmp_path: Path) -> Path:
         write(root / name, size)
     for i in range(600):  # more than a stat batch, with failures among them
         write(root / "big" / f"{i:04d}.png", i % 7)
+    # mask sidecars: after a file whose stat fails and a FIFO, in upper case, both cases
+    # (".msk" wins), of no image, dangling, on a link, in a folder with subfolders
+    for name in ("big/0301.png.msk", "big/0401.png.msk", "a/b/c/d.png.MSK",
+                 "a0.png.msk", "a0.png.MSK", "notes.msk", "0link.png.msk", "a.png.msk",
+                 "Z/z.webp.msk"):
+        write(root / name, len(name))
+    os.symlink("nowhere.msk", root / "a-b.png.msk")
     links = {"0link.png": "a.png", "z-link.png": "a-b/y.PNG", "linked-dir": "a",
              "0dir": "a.b", "ghost.png": "nowhere.png", "a/loop": "..",
              "big/0300-ghost.png": "gone.png", "out.png": str(outside / "o.png"),
@@ -154,7 +172,8 @@ def test_the_walk_is_the_oracles_walk(tree, monkeypatch, by_descriptor, batch, s
     expected = oracle_walk(tree)
     assert as_tuple(walk_images(tree)) == expected
     files, skipped, ignored = expected  # the tree has what it is meant to have
-    assert len(files) > 600 and ignored == 6
+    assert len(files) > 600 and ignored == 16
+    assert walk_images(tree).sidecars == 7
     assert {s.reason for s in skipped} >= {FIFO, "cannot stat file: No such file or directory",
                                             "same file as 0link.png (a hard or symbolic "
                                             "link); counted once"}

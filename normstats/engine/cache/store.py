@@ -106,7 +106,8 @@ def dataset_root(root: str) -> str:
 
 
 def decoder_versions() -> dict[str, str]:
-    """The version of each decoding package ("absent" for a missing one).
+    """The version of each decoding package ("absent" for a missing one), and of
+    normstats' own rules for what a raster's valid values are (`raster.READING_RULES`).
 
     Asked of the modules the decoders already imported (reading the installed
     distributions' metadata instead costs ~65 ms a run); tifffile, which only rasters
@@ -115,7 +116,7 @@ def decoder_versions() -> dict[str, str]:
     Examples
     --------
     >>> sorted(decoder_versions())
-    ['imagecodecs', 'pillow', 'simplejpeg', 'tifffile']
+    ['imagecodecs', 'pillow', 'rasters', 'simplejpeg', 'tifffile']
     """
     import PIL
 
@@ -126,7 +127,7 @@ def decoder_versions() -> dict[str, str]:
 
     return {"pillow": PIL.__version__, "simplejpeg": version(jpeg_fast._simplejpeg),
             "imagecodecs": version(png_fast._imagecodecs),
-            "tifffile": raster.tifffile_version()}
+            "tifffile": raster.tifffile_version(), "rasters": raster.READING_RULES}
 
 
 def group_name(identity: dict) -> str:
@@ -202,6 +203,13 @@ class DatasetCache:
             self._lock_fd = None
 
     # -- reading -------------------------------------------------------------------
+    def contents(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The names in the group's markers and segments folders: all that `load` reads
+        and counts. A name is never used twice, and what a committed marker names never
+        changes, so the same names mean the same `load`."""
+        return (tuple(sorted(p.name for p in _listing(self.markers_dir))),
+                tuple(sorted(p.name for p in _listing(self.segments_dir))))
+
     def load(self) -> tuple[list[LoadedSegment], int]:
         """Every committed segment whose data matches its marker, and a count of junk.
 
@@ -269,11 +277,11 @@ class DatasetCache:
     def empty_trash(self) -> None:
         """Delete what `remove_all_but` moved aside, in a background thread that nothing
         waits for (it waits on the disk, not the processor)."""
-        import shutil  # a compaction only: a warm run never removes anything
-        import threading
-
         folders = _listing(self.path / TRASH)
-        if folders:
+        if folders:  # left by a compaction: a warm run has none, and loads neither module
+            import shutil
+            import threading
+
             threading.Thread(target=lambda: [shutil.rmtree(f, ignore_errors=True)
                                              for f in folders],
                              name="normstats-cache-trash", daemon=True).start()

@@ -17,16 +17,18 @@ BigTIFF) take the raster path (tifffile, `normstats.sources.decoding.raster`), u
 which also words every error.
 
 The value of missing measurements (``nodata``) travels with the pixels: the policy's, or,
-under ``keep``, a TIFF's own GDAL_NODATA tag; the records leave it out band by band.
+under ``keep``, a TIFF's own GDAL_NODATA tag; the records leave it out band by band. So
+does a mask under ``keep``: a TIFF's mask page, and GDAL's ``.msk`` sidecar next to a file
+of a folder or list of files (`normstats.sources.decoding.sidecar`), both if both exist.
 """
 
 from __future__ import annotations
 
 import io
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from normstats.errors import (
     OUT_OF_MEMORY_REASON,
@@ -65,11 +67,17 @@ from normstats.sources.decoding.raster import (
     GDAL_NODATA,
     TIFF_SIGNATURES,
     decode_raster,
+    mask_file,
     needs_raster_path,
     parse_nodata_tag,
+    tiff_mask,
 )
+from normstats.sources.decoding.sidecar import Sidecar, read_sidecar
 from normstats.sources.decoding.tiff_header import describe_layout, tiff_layout
-from normstats.sources.decoding.transforms import apply_transforms
+from normstats.sources.decoding.transforms import apply_transforms, center_crop
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 _TIFF_HEADS = TIFF_SIGNATURES + BIGTIFF_SIGNATURES
 _PHOTOMETRIC, _PALETTE = 262, 3
@@ -80,13 +88,16 @@ __all__ = ["MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
 
 
 def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
-                scratch: OutputBuffer | None = None, size_hint: int | None = None) -> DecodedImage:
+                scratch: OutputBuffer | None = None, size_hint: int | None = None,
+                sidecars: bool = False) -> DecodedImage:
     """Read and decode one file to an (H, W, C) array under ``policy``.
 
     With ``scratch``, the pixels may live in that buffer and stay valid only until the
     next decode into it. ``size_hint`` (the size the folder listing saw) lets the read
     take the whole file in one call; the file is read to its end whatever its size now,
-    up to the policy's byte limit (`normstats.sources.decoding.file_read`).
+    up to the policy's byte limit (`normstats.sources.decoding.file_read`). With
+    ``sidecars`` (asked by listings that found a mask sidecar and key the record cache on
+    it), a ``.msk`` file next to it masks its pixels under ``keep``.
 
     Raises
     ------
@@ -106,14 +117,18 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
     name = name or path
     try:
         data = read_image_file(path, name, policy.file_byte_limit, size_hint)
+        sidecar = read_sidecar(path, name, policy.file_byte_limit) \
+            if sidecars and policy.mode == "keep" else None
     except MemoryError:
         raise TransientInputError(OUT_OF_MEMORY_REASON, name) from None
-    return decode_bytes(data, name, policy, scratch)
+    return decode_bytes(data, name, policy, scratch, sidecar)
 
 
 def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
-                 scratch: OutputBuffer | None = None) -> DecodedImage:
-    """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``.
+                 scratch: OutputBuffer | None = None,
+                 sidecar: Sidecar | None = None) -> DecodedImage:
+    """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``. A
+    ``sidecar`` (the bytes of its mask file) masks the pixels, as its own mask page does.
 
     Running out of memory is reported as what it is (`OUT_OF_MEMORY_REASON`), never as
     damage: a `TransientInputError`, so the record cache does not keep it as the file's
@@ -127,25 +142,33 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     normstats.errors.UnreadableInputError: a.png: zero-byte file
     """
     try:
-        return _decode_bytes(data, name, policy, scratch)
+        image = _decode_bytes(data, name, policy, scratch)
+        if sidecar is not None:
+            image = image._replace(mask=_either(image.mask, mask_file(
+                sidecar.data, f"mask file {sidecar.name}", image.pixels.shape, name)))
+        return _transformed(image, policy, name)
     except MemoryError:
         raise TransientInputError(OUT_OF_MEMORY_REASON, name) from None
 
 
 def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
                   scratch: OutputBuffer | None) -> DecodedImage:
+    """The pixels as decoded, before the policy's resize and crop."""
     if not data:
         raise UnreadableInputError("zero-byte file", name)
     if policy.mode == "keep" and data[:4] in _TIFF_HEADS and needs_raster_path(data):
-        return _raster(data, name, policy)
+        return decode_raster(data, name, policy)
     # the file's signature picks the fast path to try (a call less for the other format)
     if data.startswith(PNG_SIGNATURE):
         fast = decode_png_fast(data, policy, scratch)
     else:
         fast = decode_jpeg_fast(data, policy, scratch)
     if fast is not None:
-        names = channel_names_for(policy.mode, fast.shape[2])
-        return DecodedImage(_transformed(fast, names, policy, name), names, policy.nodata)
+        return DecodedImage(fast, channel_names_for(policy.mode, fast.shape[2]), policy.nodata)
+    # Pillow's image module loads with the first file it decodes: a run whose records all
+    # come from the cache, or whose files all take the fast paths, never needs it.
+    from PIL import Image, UnidentifiedImageError
+
     # Thread-safe by design: Pillow's limit (Image.MAX_IMAGE_PIXELS) and the warning filters
     # are module globals shared with the caller's threads, so neither is ever changed here
     # (the fork pool's workers, processes of our own, set them once: engine.pipeline).
@@ -173,8 +196,9 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
                                    name) from None
     pixels = pixels_under_mode(image, data, policy.mode, name)
     names = decoded_channel_names(image.mode, policy.mode, pixels.shape[2])
-    return DecodedImage(_transformed(pixels, names, policy, name), names,
-                        _nodata(image, policy, name))
+    mask = tiff_mask(data, pixels.shape, name) \
+        if policy.mode == "keep" and image.format == "TIFF" else None
+    return DecodedImage(pixels, names, _nodata(image, policy, name), mask=mask)
 
 
 def _nodata(image: Image.Image, policy: DecodePolicy, name: str) -> float | None:
@@ -199,18 +223,11 @@ def _raster_refused(data: bytes, name: str, policy: DecodePolicy) -> UnreadableI
         "drop bands or clip them; use --mode keep to compute its bands", name)
 
 
-def _raster(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
-    """A TIFF read through the raster path (``keep``): its bands, and their nodata."""
-    image = decode_raster(data, name, policy)
-    if policy.resize is not None and image.nodata is not None:
-        raise UnreadableInputError("Resize would blend nodata into valid pixels: crop only "
-                                   "(--center-crop), or compute the raster unresized", name)
-    return image._replace(pixels=_transformed(image.pixels, image.channel_names, policy, name))
-
-
 def _pillow_limit_error(error: Exception, policy: DecodePolicy,
                         name: str) -> UnreadableInputError:
     """Why Pillow's own limit refused a file: the policy's limit, or the caller's Pillow's."""
+    from PIL import Image
+
     found = re.search(r"\((\d+) pixels\)", str(error))
     if found is None or int(found.group(1)) > policy.max_pixels:
         size = f"{found.group(1)} pixels" if found else "the image"
@@ -227,10 +244,25 @@ def _pillow_limit_error(error: Exception, policy: DecodePolicy,
         "with the processes scheduler", name)
 
 
-def _transformed(pixels: np.ndarray, names: tuple[str, ...], policy: DecodePolicy,
-                 name: str) -> np.ndarray:
-    """The pixels after the policy's resize and center crop (what the model sees)."""
+def _transformed(image: DecodedImage, policy: DecodePolicy, name: str) -> DecodedImage:
+    """The image after the policy's resize and center crop (what the model sees). A mask
+    is cropped with its pixels, and what the crop pads is not data; a resize would blend
+    nodata or masked values into valid ones, and is refused."""
     if policy.resize is None and policy.center_crop is None:
-        return pixels
-    return apply_transforms(pixels, names, policy.resize, policy.center_crop, name,
-                            policy.max_pixels)
+        return image
+    if policy.resize is not None and (image.mask is not None or (
+            image.raster and image.nodata is not None)):
+        raise UnreadableInputError("Resize would blend nodata or masked values into valid "
+                                   "pixels: crop only (--center-crop), or compute the "
+                                   "raster unresized", name)
+    pixels = apply_transforms(image.pixels, image.channel_names, policy.resize,
+                              policy.center_crop, name, policy.max_pixels)
+    mask = image.mask
+    if mask is not None and policy.center_crop is not None:
+        mask = ~center_crop(~mask, policy.center_crop)  # padding: zeros, that is "no data"
+    return image._replace(pixels=pixels, mask=mask)
+
+
+def _either(mask: np.ndarray | None, other: np.ndarray) -> np.ndarray:
+    """Values left out by either mask (one band masks every band: broadcast)."""
+    return other if mask is None else mask | other

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
-from PIL import Image
 
 from normstats.errors import RefusedInputError, TransientInputError, UnreadableInputError
 from normstats.sources.decoding.policy import (
@@ -21,6 +21,9 @@ from normstats.sources.decoding.policy import (
     channel_names_for,
 )
 from normstats.sources.decoding.tiff_header import describe_layout, tiff_layout
+
+if TYPE_CHECKING:  # the images come opened: a raster or a cached run never loads Pillow's
+    from PIL import Image
 
 __all__ = ["check_size", "memory_reason", "machine_memory", "bomb_reason",
            "unidentified_reason", "decoded_channel_names", "pixels_under_mode"]

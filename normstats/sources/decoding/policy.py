@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import numpy as np
-from PIL import Image
 
 from normstats.errors import InvalidOptionError
 from normstats.sources.decoding.file_read import default_file_limit
@@ -35,8 +34,10 @@ MODES = ("RGB", "L", "RGBA", "keep")
 ALLOWED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM")
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".dib", ".tif",
                               ".tiff", ".webp", ".gif", ".ppm", ".pgm", ".pbm", ".pnm"})
-#: Pillow's own default limit, used unless ``--max-pixels`` says otherwise.
-DEFAULT_MAX_PIXELS = int(Image.MAX_IMAGE_PIXELS or 89_478_485)
+#: Pillow's own default limit (its ``Image.MAX_IMAGE_PIXELS`` as it ships, a test checks),
+#: used unless ``--max-pixels`` says otherwise: written out, so that a run that decodes
+#: nothing (every record from the cache) never imports Pillow's image module (~10 ms).
+DEFAULT_MAX_PIXELS = 89_478_485
 
 #: Each mode by the words a user may type for it (case is forgiven, as on the command line).
 _MODE_BY_NAME = {mode.lower(): mode for mode in MODES}
@@ -166,13 +167,32 @@ class DecodedImage(NamedTuple):
     ``nodata`` is the value of missing measurements to leave out band by band (the file's
     own, or the policy's); ``raster`` says the file came through the raster path
     (`normstats.sources.decoding.raster`): NaN is missing in its float bands, and it is
-    reported in raw units unless it is 8-bit of at most 4 bands.
+    reported in raw units unless it is 8-bit of at most 4 bands. ``mask`` is bool
+    (H, W, 1) or (H, W, C), True where the file's mask (a TIFF mask page, a ``.msk``
+    sidecar: `normstats.sources.decoding.sidecar`) says a value is not data, as in numpy's
+    masked arrays; None where the file has none. A value counts only if neither ``nodata``,
+    NaN nor the mask leaves it out.
     """
 
     pixels: np.ndarray
     channel_names: tuple[str, ...]
     nodata: float | None = None
     raster: bool = False
+    mask: np.ndarray | None = None
+
+    @property
+    def leaves_values_out(self) -> bool:
+        """Whether values may be left out (a raster, a nodata value, a mask): its records
+        then count each band's valid values.
+
+        Examples
+        --------
+        >>> DecodedImage(np.zeros((1, 1, 1), np.uint8), ("L",)).leaves_values_out
+        False
+        >>> DecodedImage(np.zeros((1, 1, 1), np.uint8), ("L",), nodata=0.0).leaves_values_out
+        True
+        """
+        return self.raster or self.nodata is not None or self.mask is not None
 
     @property
     def raw_units(self) -> bool:

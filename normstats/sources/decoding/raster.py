@@ -16,6 +16,14 @@ Its GDAL_NODATA tag (42113) names the value of missing measurements, left out ba
 (``--nodata`` replaces it), and NaN is missing in float bands. Band names come from GDAL's
 band descriptions (tag 42112) where the file has them.
 
+Masks: GDAL keeps a dataset's mask in the file itself as a page marked as a mask
+(NewSubfileType bit 4; ``GDAL_TIFF_INTERNAL_MASK=YES``), after the image or after its
+overviews, or in a sidecar TIFF (``<file>.msk``: `normstats.sources.decoding.sidecar`):
+1-bit or 8-bit, one band for every band or one per band, 0 where there is no data.
+`decode_raster` reads the mask page, `tiff_mask` that of a TIFF Pillow decodes, and
+`mask_file` a sidecar's; a mask of another size or band count than its image is an error,
+never ignored.
+
 Untrusted bytes: the declared size is checked before tifffile allocates anything (the
 pixel limit, the byte budget of 8 bytes a pixel that every decoder keeps to, this
 machine's memory), and strips or tiles must lie inside the file (tifffile would read a
@@ -40,11 +48,17 @@ from normstats.sources.decoding.file_read import BYTES_PER_PIXEL
 from normstats.sources.decoding.pillow_pixels import bomb_reason, memory_reason
 from normstats.sources.decoding.png_fast import quiet_decoder_logs
 from normstats.sources.decoding.policy import DecodedImage, DecodePolicy
-from normstats.sources.decoding.tiff_header import EXTRA_SAMPLES, PHOTOMETRIC, tiff_tags
+from normstats.sources.decoding.tiff_header import (
+    EXTRA_SAMPLES,
+    PHOTOMETRIC,
+    following_directory,
+    tiff_tags,
+)
 
-__all__ = ["needs_raster_path", "decode_raster", "parse_nodata_tag", "band_names",
-           "TIFF_SIGNATURES", "BIGTIFF_SIGNATURES", "GDAL_NODATA",
-           "GDAL_METADATA", "RASTER_KINDS", "tifffile_version"]
+__all__ = ["needs_raster_path", "decode_raster", "tiff_mask", "mask_file", "parse_nodata_tag",
+           "band_names", "TIFF_SIGNATURES", "BIGTIFF_SIGNATURES", "GDAL_NODATA",
+           "GDAL_METADATA", "RASTER_KINDS", "MASK_SEARCH", "tifffile_version",
+           "READING_RULES"]
 
 TIFF_SIGNATURES = (b"II*\x00", b"MM\x00*")
 BIGTIFF_SIGNATURES = (b"II+\x00", b"MM\x00+")
@@ -62,6 +76,11 @@ _SAMPLES, _BITS, _FORMAT = 277, 258, 339
 _COLOUR_SAMPLES = {0: 1, 1: 1, 2: 3, 3: 1, 5: 4, 6: 3, 8: 3}
 #: Extra-sample values that mean alpha (associated, unassociated): Pillow reads those.
 _ALPHA = (1, 2)
+#: Pages after the first searched for its mask page: GDAL writes it right after the image,
+#: or after the overviews (reduced-resolution pages) in a cloud-optimized layout.
+MASK_SEARCH = 64
+#: Sample depths of a mask: GDAL writes 1-bit masks (photometric MASK), or 8-bit ones.
+_MASK_BITS = (1, 8)
 
 
 def needs_raster_path(data: bytes) -> bool:
@@ -105,13 +124,15 @@ def needs_raster_path(data: bytes) -> bool:
 
 
 def decode_raster(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
-    """The first page of a TIFF as (H, W, bands) pixels, its band names and nodata value.
+    """The first page of a TIFF as (H, W, bands) pixels, its band names, nodata value and
+    mask (its mask page: `tiff_mask`).
 
     Raises
     ------
     UnreadableInputError
         Damaged or truncated data, a sample type without statistics, a nodata tag that is
-        not a number; `RefusedInputError` over the size limits (a subclass).
+        not a number, a mask page that does not fit the image; `RefusedInputError` over the
+        size limits (a subclass).
     TransientInputError
         A declared size larger than this machine's memory.
 
@@ -133,6 +154,7 @@ def decode_raster(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
             page = tiff.pages.first
             _check_page(page, len(data), policy, name)
             pixels = _bands_last(page.asarray(maxworkers=1), page.axes, name)
+            mask = _mask_page(tiff, data, pixels.shape, name)
             tags = page.tags
             nodata_tag = tags[GDAL_NODATA].value if GDAL_NODATA in tags else None
             metadata = tags[GDAL_METADATA].value if GDAL_METADATA in tags else None
@@ -152,7 +174,132 @@ def decode_raster(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
         _check_finite(pixels, name)
     nodata = policy.nodata if policy.nodata is not None else parse_nodata_tag(nodata_tag, name)
     names = band_names(metadata, pixels.shape[2], photometric, extra)
-    return DecodedImage(pixels, names, nodata, True)
+    return DecodedImage(pixels, names, nodata, True, mask)
+
+
+def tiff_mask(data: bytes, shape: tuple[int, ...], name: str) -> np.ndarray | None:
+    """The mask page of a TIFF whose first page decoded to pixels of ``shape`` (H, W, C),
+    as bool (H, W, 1 or C), True where there is no data; None without one. Only a file
+    with a second directory is parsed (most are not: a cheap look at the first directory
+    says so).
+
+    Raises
+    ------
+    UnreadableInputError
+        A damaged directory chain or mask page, or a mask that does not fit the image.
+
+    Examples
+    --------
+    >>> import io, tifffile
+    >>> with tifffile.TiffWriter(buffer := io.BytesIO()) as writer:
+    ...     writer.write(np.full((2, 3), 7, np.uint8))
+    ...     writer.write(np.array([[1, 1, 0], [1, 1, 1]], bool), subfiletype=4,
+    ...                  photometric="mask")
+    >>> tiff_mask(buffer.getvalue(), (2, 3, 1), "m.tif")[:, :, 0].tolist()
+    [[False, False, True], [False, False, False]]
+    """
+    if following_directory(data) == 0:
+        return None
+    import tifffile
+
+    try:
+        with quiet_decoder_logs(), tifffile.TiffFile(io.BytesIO(data)) as tiff:
+            return _mask_page(tiff, data, shape, name)
+    except UnreadableInputError:
+        raise
+    except MemoryError:
+        raise  # the machine's limit, worded by decode_bytes
+    except Exception as error:  # noqa: BLE001 - any decoder failure is this file's fault
+        raise UnreadableInputError(f"truncated or corrupt TIFF directories ({error})",
+                                   name) from None
+
+
+def mask_file(data: bytes, what: str, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """The mask a mask file (GDAL's ``.msk`` sidecar, a TIFF) holds for pixels of ``shape``
+    (H, W, C): bool (H, W, 1 or C), True where there is no data. ``what`` names the file in
+    errors, which name the image ``name``.
+
+    Raises
+    ------
+    UnreadableInputError
+        Not a TIFF, damaged, or not of the image's size and band count.
+
+    Examples
+    --------
+    >>> import io, tifffile
+    >>> tifffile.imwrite(buffer := io.BytesIO(), np.array([[0, 255]], np.uint8))
+    >>> mask_file(buffer.getvalue(), "mask file t.tif.msk", (1, 2, 4), "t.tif").tolist()
+    [[[True], [False]]]
+    """
+    if data[:4] not in TIFF_SIGNATURES + BIGTIFF_SIGNATURES:
+        raise UnreadableInputError(f"its {what} is not a TIFF (GDAL writes masks as TIFF)",
+                                   name)
+    import tifffile
+
+    try:
+        with quiet_decoder_logs(), tifffile.TiffFile(io.BytesIO(data)) as tiff:
+            return _mask_of_page(tiff.pages.first, shape, len(data), what, name)
+    except UnreadableInputError:
+        raise
+    except MemoryError:
+        raise  # the machine's limit, worded by decode_bytes
+    except Exception as error:  # noqa: BLE001 - any decoder failure is this file's fault
+        raise UnreadableInputError(f"truncated or corrupt {what} ({error})", name) from None
+
+
+def _mask_page(tiff: Any, data: bytes, shape: tuple[int, ...], name: str) -> np.ndarray | None:
+    """The first full-resolution mask page among the pages after the first, skipping
+    overviews and their masks; None when another image (a next frame) or the end comes
+    first. A chain that says a directory follows which cannot be read is damage: a mask
+    there would be lost without a word."""
+    following = following_directory(data)
+    if following == 0:
+        return None
+    for index in range(1, MASK_SEARCH + 1):
+        try:
+            page = tiff.pages.get(index)
+        except IndexError:  # the end of the chain, or a link to outside the file
+            page = None
+        if page is None:
+            if index == 1 and following is not None:
+                raise UnreadableInputError(
+                    "truncated or corrupt TIFF: the directory after the first page cannot "
+                    "be read (GDAL keeps a file's mask there)", name)
+            return None
+        if page.is_mask and not page.is_reduced:
+            return _mask_of_page(page, shape, len(data), f"mask page (page {index + 1})", name)
+        if not (page.is_mask or page.is_reduced):
+            return None
+    return None
+
+
+def _mask_of_page(page: Any, shape: tuple[int, ...], file_bytes: int, what: str,
+                  name: str) -> np.ndarray:
+    """A mask page as bool (H, W, 1 or C), True where it is 0, once its directory says it
+    fits pixels of ``shape`` and its data lies inside the file (checked before tifffile
+    allocates: a mask is never larger than the image it covers)."""
+    height, width, bands = shape
+    if (int(page.imagelength), int(page.imagewidth)) != (height, width):
+        raise UnreadableInputError(
+            f"its {what} is {page.imagewidth}x{page.imagelength} but the image is "
+            f"{width}x{height}; a mask covers its image pixel for pixel", name)
+    samples = int(page.samplesperpixel)
+    if samples not in (1, bands):
+        raise UnreadableInputError(
+            f"its {what} has {samples} bands for an image of {bands}: a mask has one band "
+            "(for every band) or one band per band", name)
+    if int(page.bitspersample) not in _MASK_BITS or int(page.sampleformat) != 1:
+        raise UnreadableInputError(
+            f"its {what} holds {page.bitspersample}-bit samples of sample format "
+            f"{int(page.sampleformat)}; masks are 1-bit or 8-bit unsigned (0: no data)", name)
+    _check_strips(page, file_bytes, what, name)
+    try:
+        values = page.asarray(maxworkers=1)
+    except MemoryError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any decoder failure is this file's fault
+        raise UnreadableInputError(f"truncated or corrupt {what} ({error})", name) from None
+    return _bands_last(values, page.axes, name) == 0
 
 
 def _check_finite(pixels: np.ndarray, name: str) -> None:
@@ -164,6 +311,11 @@ def _check_finite(pixels: np.ndarray, name: str) -> None:
                                    "infinity is not a measurement)", name)
     if finite.size and float(np.abs(finite).max()) > FLOAT_LIMIT:
         raise UnreadableInputError(TOO_LARGE_REASON, name)
+
+
+#: What decides a raster's valid values, a part of every record cache group's key: records
+#: cached under other rules are read again. 2: mask pages and ``.msk`` sidecars are nodata.
+READING_RULES = "2"
 
 
 @functools.cache
@@ -209,17 +361,25 @@ def _check_page(page: Any, file_bytes: int, policy: DecodePolicy, name: str) -> 
     reason = memory_reason(f"{width}x{height} = {pixels} pixels", needed)
     if reason is not None:
         raise TransientInputError(reason, name)
+    _check_strips(page, file_bytes, "TIFF raster", name)
+
+
+def _check_strips(page: Any, file_bytes: int, what: str, name: str) -> None:
+    """Refuse a page whose strips or tiles are missing or lie outside the file (tifffile
+    would read them as zeros: pixels, or in a mask, "no data"), or too short for its size
+    when uncompressed."""
     offsets, counts = page.dataoffsets, page.databytecounts
     if not offsets or len(offsets) != len(counts):
-        raise UnreadableInputError("TIFF directory without strip or tile offsets", name)
+        raise UnreadableInputError(f"{what} without strip or tile offsets", name)
     for offset, count in zip(offsets, counts):
         if offset <= 0 or count <= 0 or offset + count > file_bytes:
             raise UnreadableInputError(
-                "truncated or corrupt TIFF raster (a strip or tile lies outside the file or "
+                f"truncated or corrupt {what} (a strip or tile lies outside the file or "
                 "is missing; it would be read as zeros)", name)
+    height, width = int(page.imagelength), int(page.imagewidth)
     stored = height * -(-width * int(page.samplesperpixel) * int(page.bitspersample) // 8)
     if int(page.compression) == 1 and sum(counts) < stored:
-        raise UnreadableInputError(f"truncated TIFF raster: {sum(counts):,} bytes of "
+        raise UnreadableInputError(f"truncated {what}: {sum(counts):,} bytes of "
                                    f"uncompressed data where its size needs {stored:,}", name)
 
 

@@ -5,15 +5,17 @@ samples, 24-bit integers) it cannot identify, and would be called damaged. A few
 the first IFD say what such a file is instead. Untrusted bytes: the reader only looks
 inside ``data`` (every offset is checked against its length), reads at most
 `MAX_ENTRIES` directory entries and `MAX_VALUES` values of a tag, follows no chain of
-directories, and gives None for anything it cannot read.
+directories, and gives None for anything it cannot read. `following_directory` reads
+one link of the chain: where the directory after the first starts (a mask page there is
+GDAL's internal mask).
 """
 
 from __future__ import annotations
 
 import struct
 
-__all__ = ["tiff_layout", "tiff_tags", "describe_layout", "MAX_ENTRIES", "MAX_VALUES",
-           "PHOTOMETRIC", "EXTRA_SAMPLES"]
+__all__ = ["tiff_layout", "tiff_tags", "following_directory", "describe_layout",
+           "MAX_ENTRIES", "MAX_VALUES", "PHOTOMETRIC", "EXTRA_SAMPLES"]
 
 #: Directory entries read at most (a baseline TIFF has about 15).
 MAX_ENTRIES = 1024
@@ -27,6 +29,10 @@ PHOTOMETRIC, EXTRA_SAMPLES = 262, 338
 _SIZE_TAGS = {256, 257}  # ImageWidth, ImageLength
 #: TIFF field types of integer values → (struct code, size).
 _TYPES = {1: ("B", 1), 3: ("H", 2), 4: ("I", 4), 16: ("Q", 8)}
+#: Per signature: byte order, where the first directory's offset is, the struct codes of
+#: an offset and of an entry count, and an entry's size (classic TIFF, then BigTIFF).
+_CHAIN_LAYOUTS = {b"II*\x00": ("<", 4, "I", "H", 12), b"MM\x00*": (">", 4, "I", "H", 12),
+                  b"II+\x00": ("<", 8, "Q", "Q", 20), b"MM\x00+": (">", 8, "Q", "Q", 20)}
 _FORMATS = {1: "unsigned integer", 2: "signed integer", 3: "floating point",
             4: "undefined", 5: "complex integer", 6: "complex floating point"}
 
@@ -87,6 +93,40 @@ def tiff_tags(data: bytes, wanted: tuple[int, ...]) -> dict[int, tuple[int, ...]
     if not _SIZE_TAGS <= seen:  # no image size: not a directory to describe
         return None
     return tags
+
+
+def following_directory(data: bytes) -> int | None:
+    """The offset of the directory after a TIFF's (or BigTIFF's) first: 0 when the first
+    is the last; None when the first directory is unreadable or not inside ``data``.
+
+    Examples
+    --------
+    >>> import io, numpy as np, tifffile
+    >>> buffer = io.BytesIO(); tifffile.imwrite(buffer, np.zeros((2, 2), np.uint8))
+    >>> following_directory(buffer.getvalue())
+    0
+    >>> with tifffile.TiffWriter(buffer := io.BytesIO()) as writer:
+    ...     writer.write(np.zeros((2, 2), np.uint8)); writer.write(np.ones((2, 2), bool))
+    >>> following_directory(buffer.getvalue()) > 0
+    True
+    >>> following_directory(b"II*\\x00\\xff\\xff\\xff\\xff") is None
+    True
+    """
+    layout = _CHAIN_LAYOUTS.get(data[:4])
+    if layout is None:
+        return None
+    order, first_at, offset, count_code, entry_size = layout
+    offset_size, count_size = struct.calcsize(offset), struct.calcsize(count_code)
+    if len(data) < first_at + offset_size:
+        return None
+    start = struct.unpack_from(order + offset, data, first_at)[0]
+    if start < 8 or start + count_size > len(data):
+        return None
+    count = struct.unpack_from(order + count_code, data, start)[0]
+    link = start + count_size + entry_size * count
+    if count > MAX_ENTRIES or link + offset_size > len(data):
+        return None
+    return struct.unpack_from(order + offset, data, link)[0]
 
 
 def _tag_values(data: bytes, order: str, entry: int) -> tuple[int, ...] | None:

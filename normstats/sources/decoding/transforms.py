@@ -29,7 +29,6 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from normstats.errors import InvalidOptionError, RefusedInputError, UnreadableInputError
 
@@ -111,6 +110,8 @@ def resize_shorter(pixels: np.ndarray, shorter: int,
     >>> resize_shorter(np.zeros((4, 6, 3), np.uint8), 2).shape
     (2, 3, 3)
     """
+    from PIL import Image  # here: a run that resizes nothing never loads it
+
     height, width = resized_size(pixels.shape[0], pixels.shape[1], shorter)
     mode = _pil_mode(pixels, channel_names)
     source = pixels[:, :, 0] if pixels.shape[2] == 1 else pixels
@@ -194,6 +195,7 @@ def transformed_source(source: Any, resize: int | None, crop: int | None) -> Any
     Examples
     --------
     >>> import tempfile, pathlib
+    >>> from PIL import Image
     >>> from normstats.sources.folder import FolderSource
     >>> d = pathlib.Path(tempfile.mkdtemp()); Image.new("RGB", (8, 6)).save(d / "a.png")
     >>> transformed_source(FolderSource(d), 4, 4).mode

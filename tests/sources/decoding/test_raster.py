@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tifffile
 from PIL import Image
-from raster_files import COMPRESSIONS, DTYPES, LAYOUTS, random_raster, raster_bytes
+from raster_files import COMPRESSIONS, DTYPES, LAYOUTS, mask_page, random_raster, raster_bytes
 
 from normstats.errors import RefusedInputError, TransientInputError, UnreadableInputError
 from normstats.sources.decoding import pillow_pixels
@@ -189,3 +189,103 @@ def test_sample_types_without_statistics_are_named(rng):
 
 def test_parse_nodata_tag_reads_bytes_as_gdal_writes_them():
     assert parse_nodata_tag(b"-32768\x00", "t.tif") == -32768.0
+
+
+def _valid(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """A random bool mask (True: data) with a hole in its corner."""
+    valid = rng.random(shape) < 0.7
+    valid[:3, :3] = False
+    return valid
+
+
+@pytest.mark.parametrize("bits", [1, 8])
+def test_a_mask_page_marks_the_pixels_it_hides_in_every_band(rng, bits):
+    """GDAL_TIFF_INTERNAL_MASK=YES: a page of NewSubfileType 4 after the image (or after
+    its overviews), 1-bit or 8-bit, in every layout, codec and BigTIFF."""
+    for index, (layout, (planar, tiled)) in enumerate(LAYOUTS.items()):
+        pixels = random_raster(rng, (19, 37, 5), "uint16")
+        valid = _valid(rng, (19, 37))
+        data = raster_bytes(pixels, planar=planar, tiled=tiled, valid=valid, mask_bits=bits,
+                            compression=COMPRESSIONS[index], bigtiff=index % 2 == 1,
+                            overviews=index >= 2)
+        image = decode_bytes(data, "m.tif", KEEP)
+        np.testing.assert_array_equal(image.pixels, pixels, err_msg=layout)
+        assert image.mask.shape == (19, 37, 1) and image.leaves_values_out
+        np.testing.assert_array_equal(image.mask[:, :, 0], ~valid, err_msg=layout)
+    plain = decode_bytes(raster_bytes(pixels), "p.tif", KEEP)
+    assert plain.mask is None
+
+
+def test_a_mask_page_of_8_bit_rgb_read_by_pillow_applies_under_keep_only(rng):
+    """JPEG- or deflate-compressed RGB with an internal mask is GDAL's usual masked
+    photograph: Pillow decodes its pixels, its mask page is read beside them."""
+    pixels = rng.integers(0, 256, (9, 11, 3), np.uint8)
+    valid = _valid(rng, (9, 11))
+    data = raster_bytes(pixels, photometric="rgb", valid=valid, compression="deflate")
+    assert not needs_raster_path(data)
+    image = decode_bytes(data, "rgb.tif", KEEP)
+    assert not image.raster and image.channel_names == ("R", "G", "B")
+    np.testing.assert_array_equal(image.pixels, pixels)
+    np.testing.assert_array_equal(image.mask[:, :, 0], ~valid)
+    assert decode_bytes(data, "rgb.tif", DecodePolicy("RGB")).mask is None  # a loader's view
+
+
+def test_a_mask_page_with_one_band_per_band_masks_each_band_alone(rng):
+    pixels = random_raster(rng, (6, 8, 3), "int16")
+    valid = _valid(rng, (6, 8, 3))
+    image = decode_bytes(raster_bytes(pixels, valid=valid), "m.tif", KEEP)
+    np.testing.assert_array_equal(image.mask, ~valid)
+
+
+def test_a_mask_that_does_not_fit_its_image_is_an_error_naming_the_file(rng):
+    pixels = random_raster(rng, (6, 8, 3), "uint16")
+    cases = {"its mask page (page 2) is 4x6 but the image is 8x6; a mask covers its image "
+             "pixel for pixel": mask_page(np.ones((6, 4), bool)),
+             "its mask page (page 2) has 2 bands for an image of 3: a mask has one band (for "
+             "every band) or one band per band": mask_page(np.ones((6, 8, 2), bool)),
+             "its mask page (page 2) holds 16-bit samples of sample format 1; masks are 1-bit "
+             "or 8-bit unsigned (0: no data)": (np.ones((6, 8), np.uint16), {
+                 "extratags": [(254, 4, 1, 4, True)]})}
+    for reason, (mask, options) in cases.items():
+        buffer = io.BytesIO()
+        with tifffile.TiffWriter(buffer) as writer:
+            writer.write(pixels, photometric="minisblack", planarconfig="contig")
+            writer.write(mask, **options)
+        with pytest.raises(UnreadableInputError) as raised:
+            decode_bytes(buffer.getvalue(), "bad.tif", KEEP)
+        assert str(raised.value) == f"bad.tif: {reason}"
+
+
+def test_a_damaged_mask_page_or_chain_is_a_reason_never_a_mask_lost(rng):
+    pixels = random_raster(rng, (8, 8, 5), "uint16")
+    data = raster_bytes(pixels, valid=_valid(rng, (8, 8)), compression=None)
+    mask_strip = len(data) - 8  # tifffile writes the mask's one strip last
+    for damaged, reason in (
+            (data[:mask_strip], "truncated or corrupt mask page \\(page 2\\) \\(a strip"),
+            (_next_directory_at(data, len(data) + 100), "the directory after the first page "
+                                                        "cannot be read")):
+        with pytest.raises(UnreadableInputError, match=reason):
+            decode_bytes(damaged, "d.tif", KEEP)
+
+
+def _next_directory_at(data: bytes, offset: int) -> bytes:
+    """The TIFF with the link from its first directory to the next set to ``offset``."""
+    raw = bytearray(data)
+    start = int.from_bytes(raw[4:8], "little")
+    link = start + 2 + 12 * int.from_bytes(raw[start:start + 2], "little")
+    raw[link:link + 4] = offset.to_bytes(4, "little")
+    return bytes(raw)
+
+
+def test_a_mask_is_cropped_with_its_pixels_and_refuses_a_resize(rng):
+    pixels = random_raster(rng, (6, 8, 2), "uint16")
+    valid = _valid(rng, (6, 8))
+    data = raster_bytes(pixels, valid=valid)
+    cropped = decode_bytes(data, "c.tif", DecodePolicy("keep", center_crop=4))
+    np.testing.assert_array_equal(cropped.mask[:, :, 0], ~valid[1:5, 2:6])
+    padded = decode_bytes(data, "c.tif", DecodePolicy("keep", center_crop=10))
+    assert padded.mask.shape == (10, 10, 1)
+    assert padded.mask[0].all() and padded.mask[:, 0].all()  # what the crop pads is no data
+    np.testing.assert_array_equal(padded.mask[2:8, 1:9, 0], ~valid)
+    with pytest.raises(UnreadableInputError, match="Resize would blend nodata or masked"):
+        decode_bytes(data, "c.tif", DecodePolicy("keep", resize=4))

@@ -1,16 +1,21 @@
 """`tiff_layout` on classic TIFF directories built byte by byte here: what it reads, where
-it stops reading (every length up to the last byte it needs), and how it words a layout."""
+it stops reading (every length up to the last byte it needs), and how it words a layout;
+`following_directory` on files of one and two pages in both byte orders and BigTIFF."""
 
 from __future__ import annotations
 
+import io
 import struct
 
+import numpy as np
 import pytest
+import tifffile
 
 from normstats.sources.decoding.tiff_header import (
     MAX_ENTRIES,
     MAX_VALUES,
     describe_layout,
+    following_directory,
     tiff_layout,
 )
 
@@ -104,3 +109,21 @@ def test_at_most_max_entries_are_read():
 ])
 def test_layouts_in_words(layout, words):
     assert describe_layout(layout) == words
+
+
+@pytest.mark.parametrize("byteorder", ["<", ">"])
+@pytest.mark.parametrize("bigtiff", [False, True])
+def test_following_directory_is_where_tifffile_finds_the_second_page(byteorder, bigtiff):
+    for pages in (1, 2):
+        buffer = io.BytesIO()
+        with tifffile.TiffWriter(buffer, bigtiff=bigtiff, byteorder=byteorder) as writer:
+            for _ in range(pages):
+                writer.write(np.zeros((3, 4, 2), np.uint16), photometric="minisblack",
+                             planarconfig="contig")
+        data = buffer.getvalue()
+        with tifffile.TiffFile(io.BytesIO(data)) as tiff:
+            expected = tiff.pages[1].offset if pages == 2 else 0
+        assert following_directory(data) == expected
+        for cut in range(len(data) if pages == 1 else 0):  # every shorter file: None or 0
+            assert following_directory(data[:cut]) in (None, 0)
+    assert following_directory(b"GIF89a") is None
