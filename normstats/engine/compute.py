@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from normstats.engine.cache.location import resolve_cache_dir
 from normstats.engine.source_run import run_source
 from normstats.errors import InvalidOptionError
 from normstats.results.stats import DatasetStats
@@ -19,11 +18,7 @@ from normstats.sources import open_source
 from normstats.sources.arrays import ArraySource, detect_layout
 from normstats.sources.base import TaskResult
 from normstats.sources.labelled import unlabelled
-from normstats.sources.opening import image_folder_path
 from normstats.sources.options import ReadOptions
-
-if TYPE_CHECKING:
-    from normstats.engine.cache.prefetch import SegmentPrefetch
 
 __all__ = ["compute_stats", "dask_reduced"]
 
@@ -75,24 +70,18 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
                                   workers=workers, scheduler=scheduler,
                                   allow_missing_chunks=options.allow_missing_chunks,
                                   covariance=covariance)
-    prefetch = _cache_read_early(data, options, cache)
-    try:
-        source = open_source(data, options=options)
-        if source.kind == "vectors" and isinstance(source, ArraySource):
-            from normstats.engine.vectors_run import compute_vectors
+    source = open_source(data, options=options)
+    if source.kind == "vectors" and isinstance(source, ArraySource):
+        from normstats.engine.vectors_run import compute_vectors
 
-            if options.nodata is not None or source.mask is not None:
-                raise InvalidOptionError("vectors (N, d) leave NaN out per feature; nodata "
-                                         "and masks are for images: set missing values to NaN")
-            return compute_vectors(source, fail_on_inf=options.fail_fast, channels=channels,
-                                   scale=scale, covariance=covariance)
-        outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
-                             task_size=task_size, progress=progress, on_result=on_result,
-                             verify_cache=verify_cache, covariance=covariance,
-                             prefetch=prefetch)
-    finally:
-        if prefetch is not None:
-            prefetch.close()
+        if options.nodata is not None or source.mask is not None:
+            raise InvalidOptionError("vectors (N, d) leave NaN out per feature; nodata and "
+                                     "masks are for images: set missing values to NaN")
+        return compute_vectors(source, fail_on_inf=options.fail_fast, channels=channels,
+                               scale=scale, covariance=covariance)
+    outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
+                         task_size=task_size, progress=progress, on_result=on_result,
+                         verify_cache=verify_cache, covariance=covariance)
     stats = DatasetStats.from_summary(outcome.summary, channels=channels, scale=scale,
                                       mode=source.mode, kind=source.kind,
                                       source=source.description)
@@ -100,19 +89,6 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
         return stats
     return replace(stats, images_cached=outcome.cached, images_decoded=outcome.decoded,
                    cache_checked=outcome.check.checked, cache_changed=outcome.check.changed)
-
-
-def _cache_read_early(data: Any, options: ReadOptions,
-                      cache: str | os.PathLike | bool | None) -> SegmentPrefetch | None:
-    """The cache group of a local folder of images, read while the folder is walked
-    (`normstats.engine.cache.prefetch`); None for other data or without a cache."""
-    cache_dir = resolve_cache_dir(cache)
-    root = None if cache_dir is None else image_folder_path(data, options)
-    if root is None:
-        return None
-    from normstats.engine.cache.prefetch import SegmentPrefetch
-
-    return SegmentPrefetch(cache_dir, root, options.policy)
 
 
 def dask_reduced(data: Any, options: ReadOptions) -> tuple[Any, ReadOptions, bool]:

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from normstats.engine.cache.location import resolve_cache_dir
 from normstats.engine.pipeline import RunOutcome, run
 from normstats.sources.folder import FolderSource
 from normstats.sources.remote import RemoteFolderSource, is_url
-
-if TYPE_CHECKING:
-    from normstats.engine.cache.prefetch import SegmentPrefetch
 
 log = logging.getLogger("normstats.engine.cache")
 
@@ -25,16 +22,14 @@ __all__ = ["RunOutcome", "run_source"]
 
 
 def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
-               prefetch: SegmentPrefetch | None = None, **options: Any) -> RunOutcome:
+               **options: Any) -> RunOutcome:
     """Run ``source`` through the pipeline, through the cache when it is a folder (on disk
     or behind a URL).
 
     ``options`` are those of `normstats.engine.pipeline.run` (and ``verify_cache`` of
-    `normstats.engine.cache.run.run_cached`); ``prefetch`` is the folder's cache group as
-    read while it was walked (`normstats.engine.cache.prefetch.SegmentPrefetch`). Sources
-    other than folders are never cached (arrays are already records away from their
-    statistics); for shards and Parquet files behind a URL, a cache asked for is said not
-    to apply (one line on stderr).
+    `normstats.engine.cache.run.run_cached`). Sources other than folders are never cached
+    (arrays are already records away from their statistics); for shards and Parquet files
+    behind a URL, a cache asked for is said not to apply (one line on stderr).
 
     Examples
     --------
@@ -50,10 +45,8 @@ def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
                         "are read again on every run", source.description)
         cache_dir = None
     if cache_dir is None:
-        if prefetch is not None:
-            prefetch.close()  # not this source's records, and no fork beside its thread
         options.pop("verify_cache", None)  # nothing cached, nothing to verify
         return RunOutcome(run(source, **options))
     from normstats.engine.cache.run import run_cached
 
-    return run_cached(source, cache_dir, prefetch=prefetch, **options)
+    return run_cached(source, cache_dir, **options)

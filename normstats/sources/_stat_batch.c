@@ -5,8 +5,7 @@
  * tuple of its fields, then moves them into columns, which took a third as long again as
  * the system call. Here each file costs the system call. Links are followed (as os.stat
  * does); a name that cannot be stat'ed gets -errno as its mode and zeros, and the caller
- * names it. Times are nanoseconds, saturated to int64 (they only key caches). The system
- * calls run without the GIL: another thread of the caller's runs beside them.
+ * names it. Times are nanoseconds, saturated to int64 (they only key caches).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -56,31 +55,18 @@ static PyObject *stat_names(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "out must be a contiguous int64 array of (n, 6)");
         return NULL;
     }
-    /* The names are encoded first, holding the GIL; the stats then run without it, so a
-     * thread of the caller's (the record cache loading while the folder is walked) runs
-     * beside them. */
-    PyObject **encoded = PyMem_New(PyObject *, count > 0 ? count : 1);
-    if (encoded == NULL) {
-        PyBuffer_Release(&out);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        encoded[i] = NULL;
-        if (!PyUnicode_FSConverter(PyList_GET_ITEM(names, i), &encoded[i])) {
-            for (Py_ssize_t j = 0; j < i; j++) {
-                Py_DECREF(encoded[j]);
-            }
-            PyMem_Free(encoded);
+    int64_t *row = (int64_t *)out.buf;
+    Py_ssize_t failed = 0;
+    for (Py_ssize_t i = 0; i < count; i++, row += FIELDS) {
+        PyObject *encoded = NULL;
+        if (!PyUnicode_FSConverter(PyList_GET_ITEM(names, i), &encoded)) {
             PyBuffer_Release(&out);
             return NULL;
         }
-    }
-    int64_t *row = (int64_t *)out.buf;
-    Py_ssize_t failed = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < count; i++, row += FIELDS) {
         struct stat st;
-        if (fstatat(folder, PyBytes_AS_STRING(encoded[i]), &st, 0) != 0) {
+        int code = fstatat(folder, PyBytes_AS_STRING(encoded), &st, 0);
+        Py_DECREF(encoded);
+        if (code != 0) {
             memset(row, 0, FIELDS * sizeof(int64_t));
             row[0] = -(int64_t)errno;
             failed++;
@@ -93,11 +79,6 @@ static PyObject *stat_names(PyObject *self, PyObject *args)
         row[4] = nanoseconds(MTIME(st));
         row[5] = nanoseconds(CTIME(st));
     }
-    Py_END_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Py_DECREF(encoded[i]);
-    }
-    PyMem_Free(encoded);
     PyBuffer_Release(&out);
     return PyLong_FromSsize_t(failed);
 }

@@ -36,7 +36,7 @@ from normstats.sources.remote import is_url, local_path
 if TYPE_CHECKING:
     from normstats.sources.iterable import IterableSource
 
-__all__ = ["open_source", "image_folder_path"]
+__all__ = ["open_source"]
 
 # The readers of other formats load when a path or object needs them: a run over a
 # folder of images does not import the tar, Parquet, CIFAR, IDX, npz and dataset readers
@@ -156,30 +156,6 @@ def _local_or_urls(data: str | list | tuple) -> str | list[str]:
 def _is_path_list(data: Any) -> bool:
     return isinstance(data, list | tuple) and bool(data) and \
         all(isinstance(item, str | os.PathLike) for item in data)
-
-
-def image_folder_path(data: Any, options: ReadOptions) -> str | None:
-    """The local folder that `open_source` reads ``data`` as, a folder of image files
-    under ``options.policy``, told without listing it; None for anything else. (A folder
-    whose listing holds only tar shards or Parquet files is then read as those: a caller
-    must still check the source it gets.)
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> image_folder_path(folder, ReadOptions()) == folder
-    True
-    >>> image_folder_path(folder, ReadOptions(format="tar")), image_folder_path([folder],
-    ...                                                                         ReadOptions())
-    (None, None)
-    """
-    if not isinstance(data, str | os.PathLike) or options.format not in (None, "folder"):
-        return None
-    path = os.fspath(data)
-    if is_url(path) or not os.path.isdir(path) or _is_zarr(path):
-        return None
-    return path
 
 
 def _open_path(path: str, options: ReadOptions) -> Source:

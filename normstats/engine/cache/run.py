@@ -33,7 +33,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -61,9 +61,6 @@ from normstats.sources.base import TaskResult
 from normstats.sources.file_list import FileList
 from normstats.sources.folder import FolderSource
 
-if TYPE_CHECKING:
-    from normstats.engine.cache.prefetch import SegmentPrefetch
-
 __all__ = ["run_cached", "SegmentWriter", "LOCK_WAIT_SECONDS", "FLUSH_SECONDS"]
 
 #: How long a second run waits for the writer lock before going on read-only.
@@ -79,15 +76,14 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
                lock_wait: float | None = None, flush_seconds: float | None = None,
                on_result: OnResult | None = None, verify_cache: int | str | None = None,
                rng: np.random.Generator | None = None, covariance: bool = False,
-               prefetch: SegmentPrefetch | None = None, **options: Any) -> RunOutcome:
+               **options: Any) -> RunOutcome:
     """Compute ``source`` reusing the records committed in ``cache_dir``.
 
     ``lock_wait`` and ``flush_seconds`` default to `LOCK_WAIT_SECONDS` and
     `FLUSH_SECONDS`, read at call time. ``verify_cache`` (a number of files, or "all")
     decodes that many of the files the cache would answer again, drawn by ``rng``, and
     reports in ``check`` those whose cached verdict no longer holds
-    (`normstats.engine.cache.verify`). ``prefetch`` is the group as read while the
-    folder was walked (`normstats.engine.cache.prefetch`), used if it still holds.
+    (`normstats.engine.cache.verify`).
 
     Cached records and failures are passed to ``on_result`` first (one `TaskResult`),
     then each decoded task's result as it finishes, so a caller sees every record.
@@ -107,15 +103,12 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
     store = _open_store(Path(cache_dir), source)
     options["covariance"] = covariance
     if store is None:
-        if prefetch is not None:
-            prefetch.close()
         return RunOutcome(run(source, on_result=on_result, **options))
     writable = _lock(store, LOCK_WAIT_SECONDS if lock_wait is None else lock_wait)
     try:
         if writable:
             store.empty_trash()  # what an earlier run ended before deleting
-        read = prefetch.take(store) if prefetch is not None else None
-        segments, junk = store.load() if read is None else read
+        segments, junk = store.load()
         for problem in store.problems:
             log.warning("normstats: cache %s: %s", store.path, printable(problem))
         if covariance:  # only records with cross sums answer; the rest is decoded again

@@ -203,13 +203,6 @@ class DatasetCache:
             self._lock_fd = None
 
     # -- reading -------------------------------------------------------------------
-    def contents(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """The names in the group's markers and segments folders: all that `load` reads
-        and counts. A name is never used twice, and what a committed marker names never
-        changes, so the same names mean the same `load`."""
-        return (tuple(sorted(p.name for p in _listing(self.markers_dir))),
-                tuple(sorted(p.name for p in _listing(self.segments_dir))))
-
     def load(self) -> tuple[list[LoadedSegment], int]:
         """Every committed segment whose data matches its marker, and a count of junk.
 
