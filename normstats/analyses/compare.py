@@ -245,7 +245,7 @@ def difference_rows(entries: list[Compared]) -> list[dict[str, Any]]:
     >>> row["mean_diff"], row["std_ratio"], row["b_mean_under_a"], row["b_std_under_a"]
     (0.4, 5.0, -0.8, 0.2)
     """
-    if len(entries) < 2 or entries[0].stats.channels is None:
+    if len(entries) < 2:
         return []
     a = entries[0].stats
     rows = []

@@ -614,6 +614,10 @@ def test_compare_reads_paths_globs_and_manifest_names_under_a_root(tmp_path,
     entry = compare(["toy"], root=tmp_path, workers=1, resize=2).entries[0]
     assert (entry.name, entry.stats.channels, entry.stats.images) == ("toy", ("X", "Y", "Z"), 3)
     assert entry.stats.pixels_per_channel == 3 * 2 * 2
+    both = compare(["toy"], root=tmp_path, workers=1, resize=3, center_crop=2).entries[0]
+    assert both.stats == normstats.compute(tmp_path / "set2", resize=3, center_crop=2,
+                                           channels="X,Y,Z", cache=False, workers=1)
+    assert both.stats.pixels_per_channel == 3 * 2 * 2  # 4×4 → 3×3 → the central 2×2, once
     assert compare(["toy"], root=str(tmp_path), channels="A,B,C").entries[0].stats.channels \
         == ("A", "B", "C")
     damaged = dataclasses.replace(toy, source=dataclasses.replace(

@@ -335,6 +335,30 @@ def test_compute_hands_a_local_cluster_every_analysis(monkeypatch) -> None:
                         "precision": None, "percentiles": True, "by_folder": True,
                         "outliers": True, "mean_image": True, "mean_image_std": True,
                         "covariance": True}
+    seen.clear()  # a sample and a cache check: asked of a local cluster, given to it
+    module.compute("data", local_cluster=True, sample=7, seed=5, precision=0.25)
+    module.compute("data", local_cluster=True, cache=True, verify_cache=3)
+    assert [(kw["sample"], kw["seed"], kw["precision"], kw["verify_cache"])
+            for _, kw in seen] == [(7, 5, 0.25, None), (None, None, None, 3)]
+
+
+def test_a_sample_of_a_folder_is_reported_under_the_channel_names_given(classes) -> None:
+    """A folder's reader names its channels by the mode (R, G, B); ``channels`` renames
+    them in a sample's result as in the exact one."""
+    sampled = normstats.compute(classes, sample=5, seed=1, channels="X,Y,Z", workers=1)
+    assert sampled.channels == ("X", "Y", "Z") and sampled.estimate.sampled == 5
+    assert normstats.compute(classes, cache=False, channels="X,Y,Z").channels == ("X", "Y", "Z")
+
+
+def test_a_covariance_that_cannot_be_made_is_refused_on_the_plain_path() -> None:
+    """Images with nodata have no channel covariance; asking for it is an error, never a
+    result silently without it."""
+    x = np.arange(24, dtype=np.uint8).reshape(2, 2, 3, 2)
+    with pytest.raises(InvalidOptionError) as caught:
+        normstats.compute(x, nodata=0, covariance=True, layout="NHWC")
+    assert str(caught.value).startswith("the channel covariance cannot be computed for this "
+                                        "data here (it is made for images without nodata")
+    assert normstats.compute(x, nodata=0, layout="NHWC").covariance is None
 
 
 def test_the_read_options_reach_a_sample(rng) -> None:

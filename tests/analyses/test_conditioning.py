@@ -144,6 +144,17 @@ def test_second_moments_are_exact_totals_around_the_first_row() -> None:
     assert ints.shift.dtype == np.float64 and ints.mean.tolist() == [2.0, 3.0]
 
 
+def test_an_object_array_of_numbers_is_read_as_float64() -> None:
+    """A table of mixed int and float columns comes out of pandas as an object array: its
+    numbers are the vectors, as a float64 array of them."""
+    x = [[10, -1.0], [12, 3.5], [7, 5.0], [11, 1.25]]
+    mixed = SecondMoments.from_array(np.array(x, dtype=object), block_rows=3)
+    plain = SecondMoments.from_array(np.array(x, dtype=np.float64), block_rows=3)
+    assert mixed.outer.tolist() == plain.outer.tolist()
+    assert (mixed.mean.tolist(), mixed.minimum.tolist()) == ([10.0, 2.1875], [7.0, -1.0])
+    assert conditioning(np.array(x, dtype=object)) == conditioning(np.array(x, np.float64))
+
+
 def test_second_moments_refuse_what_is_not_vectors() -> None:
     for x, error, message in (
             (np.ones((5, 2, 2)), InvalidOptionError,

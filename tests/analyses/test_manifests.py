@@ -383,6 +383,18 @@ def test_the_caller_s_limits_resize_and_scale_apply(tmp_path: Path) -> None:
     assert cropped.to_dict()["pixels_per_channel"] == 2 * 16
 
 
+def test_resize_and_center_crop_together_apply_once_each(tmp_path: Path) -> None:
+    """Both transforms, in torchvision's order: the shorter side to 4 (6×8 → 4×5), then the
+    central 3×3; neither is lost nor applied twice when the result is computed."""
+    fw.write_folder(tmp_path / "imgs", fw.images(7, 3, 6, 8, 3))
+    manifest = _manifest(("imgs",), format="folder")
+    both = compute_manifest(manifest, str(tmp_path), workers=1, resize=4, center_crop=3)
+    alone = normstats.compute(tmp_path / "imgs", resize=4, center_crop=3, cache=False,
+                              workers=1)
+    assert both.pixels_per_channel == 3 * 3 * 3
+    assert both == alone and both.mode == alone.mode == "RGB, Resize(4), CenterCrop(3)"
+
+
 def test_a_file_listed_twice_is_read_once_and_several_files_are_one_source(
         tmp_path: Path) -> None:
     for i in (1, 2):

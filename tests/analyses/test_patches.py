@@ -119,3 +119,20 @@ def test_the_scheduler_workers_and_task_size_given_reach_the_dask_run(monkeypatc
     found = patch_covariance(x, 2, scheduler="sync", workers=1, task_size=1)
     assert seen == {"images": {"task_size": 1, "workers": 1}, "run": ("sync", 1)}
     assert found.patches == 8
+
+
+def test_the_read_options_reach_the_images_read(pixels, tmp_path):
+    """The layout of an array and the mode and transforms of a folder decide which pixels
+    the patches are cut from."""
+    expected = patch_covariance(pixels, 2, scheduler="sync")
+    nchw = patch_covariance(np.moveaxis(pixels, -1, 1), 2, layout="NCHW", scheduler="sync")
+    assert np.array_equal(nchw.covariance, expected.covariance) and nchw.patches == 24 * 9 * 8
+    for i, image in enumerate(pixels[:4]):
+        Image.fromarray(image).save(tmp_path / f"{i}.png")
+    gray = np.stack([np.asarray(Image.open(tmp_path / f"{i}.png").convert("L"))
+                     for i in range(4)])[..., None]
+    as_l = patch_covariance(tmp_path, 2, mode="L", scheduler="sync")
+    assert as_l.channels == ("L",)
+    assert np.array_equal(as_l.covariance, patch_covariance(gray, 2, channels=("L",),
+                                                            scheduler="sync").covariance)
+    assert patch_covariance(tmp_path, 2, center_crop=5, scheduler="sync").patches == 4 * 4 * 4

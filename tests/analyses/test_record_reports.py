@@ -363,7 +363,7 @@ def test_folder_of_reads_slashes_and_the_system_separator(monkeypatch: pytest.Mo
 
 def test_the_reports_come_with_the_statistics_they_were_asked_for() -> None:
     stack = stack_of([*TYPICAL[:4], (1, 3)])
-    stack[4] = 0
+    stack[4] = 51  # blank, in the reported scale (1.0) as in the statistics: 51, not 0.2
     keys = ("a/1.png", "a/2.png", "b/3.png", "b/4.png", "b/0.png")
     records = records_from_stack(stack, keys=keys, channel_names=("R", "G", "B"))
     stats = DatasetStats.from_summary(summarize(records), scale=1.0, mode="RGB",
@@ -371,8 +371,8 @@ def test_the_reports_come_with_the_statistics_they_were_asked_for() -> None:
     both = with_record_reports(stats, records, True, True)
     assert both == stats and list(both.by_folder) == ["a", "b"]
     assert both.by_folder["a"].scale == 1.0 and both.by_folder["a"].mode == "RGB"
-    assert both.outliers == OutlierReport((Outlier("b/0.png", ("blank: every pixel is 0",),
-                                                   (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),), 5.0)
+    assert both.outliers == OutlierReport((Outlier("b/0.png", ("blank: every pixel is 51",),
+                                                   (51.0, 51.0, 51.0), (0.0, 0.0, 0.0)),), 5.0)
     assert with_record_reports(stats, records, True, False).outliers is None
     assert with_record_reports(stats, records, False, True).by_folder is None
     plain = with_record_reports(stats, records, False, False)

@@ -275,6 +275,11 @@ def test_estimates_carry_t_times_the_standard_errors() -> None:
                                               mode="L")
     single = records_of([np.full((1, 1, 1), v, np.uint8) for v in (1, 2, 4)])
     assert "per_image_std_ddof1" not in estimate_from_records(single, 3).estimate.half_width
+    lone = estimate_from_records(records_of([np.full((1, 1, 1), 5, np.uint8)]), 4)
+    # one pixel has no sample std: no half-width for what the result does not hold
+    assert lone.std_ddof1 is None and lone.per_image_std_ddof1 is None
+    assert list(lone.estimate.half_width) == ["mean", "std", "per_image_std",
+                                              "rms_per_image_std"]
     assert estimate_from_records(records, 3).estimate.population == 3
     with pytest.raises(InvalidOptionError) as caught:
         estimate_from_records(records, 2)
@@ -303,6 +308,19 @@ def test_the_standard_error_of_a_mean_and_of_a_square_root() -> None:
     assert _se_of_mean(z[:2], 1.0).tolist() == [math.sqrt(2.0 / 2), 0.0]
     assert _sqrt_se(np.array([4.0, 0.0, 9.0]), np.array([1.0, 5.0, 3.0])).tolist() == [
         0.25, 0.0, 0.5]
+
+
+def test_a_zero_spread_gives_a_zero_standard_error_without_a_warning() -> None:
+    """A constant channel (V = 0) has se 0 for its std, silently: no RuntimeWarning of
+    x/0 or 0/0 reaches the user's terminal from a sampled run."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _sqrt_se(np.array([0.0, 0.0, 4.0]), np.array([5.0, 0.0, 1.0])).tolist() == [
+            0.0, 0.0, 0.25]
+        flat = records_of([np.full((1, 2, 1), 7, np.uint8)] * 3)
+        assert estimate_from_records(flat, 9).estimate.half_width["std"] == (0.0,)
 
 
 def test_seeds_and_sample_sizes_are_checked() -> None:

@@ -213,3 +213,162 @@ def test_correlation_is_none_with_a_constant_channel_and_bounded_otherwise(rng):
     x[..., 1] = 255 - x[..., 0]
     assert normstats.compute(x, covariance=True, layout="NHWC").correlation == \
         ((1.0, -1.0), (-1.0, 1.0))
+
+
+# --- CoMoments and the helpers, called directly --------------------------------------------
+
+def test_merging_co_moments_adds_every_total_and_refuses_other_kinds():
+    from normstats.maths.exact import FIXED_BITS
+
+    a = CoMoments.from_integers(np.array([[1, 2], [3, -4]]))
+    b = CoMoments.from_integers(np.array([[5, 6], [0, 7], [2, 2]]))
+    both = CoMoments.from_integers(np.array([[1, 2], [3, -4], [5, 6], [0, 7], [2, 2]]))
+    assert a.merge(b) == both == CoMoments(5, (11, 13), (39, 24, 109), 0)
+    floats = CoMoments.from_floats(np.array([[0.5, 1.0], [2.0, 3.0]]))
+    assert floats.merge(floats).bits == floats.bits == FIXED_BITS
+    assert floats.merge(floats).count == 4
+    for other in (floats, CoMoments.from_integers(np.zeros((2, 3), np.int64))):
+        with pytest.raises(ValueError) as caught:
+            a.merge(other)
+        assert str(caught.value) == "cannot merge co-moments of different channels or kinds"
+
+
+def test_the_exact_covariance_its_ddof_and_its_scale():
+    m = CoMoments.from_integers(np.array([[0, 0], [2, 4]]))
+    assert m.exact() == [[1, 2], [2, 4]] and m.exact(ddof=1) == [[2, 4], [4, 8]]
+    assert m.covariance(scale=2) == ((0.25, 0.5), (0.5, 1.0))
+    assert m.covariance(scale=2, ddof=1) == ((0.5, 1.0), (1.0, 2.0))
+    one = CoMoments.from_integers(np.array([[3, 5]]))
+    assert one.exact() == [[0, 0], [0, 0]]
+    for count, ddof in ((1, 1), (2, 2)):
+        with pytest.raises(ValueError) as caught:
+            CoMoments.from_integers(np.arange(2 * count).reshape(count, 2)).exact(ddof)
+        assert str(caught.value) == f"covariance with ddof={ddof} needs more than {ddof} values"
+
+
+def test_correlations_are_rounded_once_signed_and_clamped_to_one():
+    import math
+
+    m = CoMoments.from_integers(np.array([[0, 0], [1, 0], [2, 0], [3, 1]]))
+    exact = m.exact()
+    assert 0 < exact[0][1] < 1
+    expected = math.sqrt(float(exact[0][1] ** 2 / (exact[0][0] * exact[1][1])))
+    assert m.correlation() == ((1.0, expected), (expected, 1.0)) and expected == \
+        pytest.approx(np.corrcoef([0, 1, 2, 3], [0, 0, 0, 1])[0, 1], rel=1e-15)
+    negative = CoMoments.from_integers(np.array([[0, 3], [1, 1], [2, 1], [3, 0]]))
+    assert negative.correlation()[0][1] == pytest.approx(
+        np.corrcoef([0, 1, 2, 3], [3, 1, 1, 0])[0, 1], rel=1e-15) and \
+        negative.correlation()[0][1] < 0
+    uncorrelated = CoMoments.from_integers(np.array([[0, 1], [1, 0], [2, 1]]))
+    assert math.copysign(1.0, uncorrelated.correlation()[0][1]) == 1.0  # +0.0, not -0.0
+    # float columns exactly proportional: the rounded totals put cov² / (var·var) just
+    # above 1 (by 4e-16); the correlation is ±1 all the same
+    x = np.array([1400.888286262808, -393.70690875944604, -252.68858124780792,
+                  -3899.421730054339, 463.330339207019, 547.0956613393338])
+    assert CoMoments.from_floats(np.column_stack([x, x * 1.1])).correlation()[0][1] == 1.0
+    tiny = np.array([0.0003709468350944102, 0.0006131890778590062, -0.0001521929584082903,
+                     -0.001473887948041959, 0.001028854347803183, -0.001934959636609707,
+                     -0.00023993667125803605])
+    assert CoMoments.from_floats(np.column_stack([tiny, tiny * -0.3])).correlation()[0][1] \
+        == -1.0
+
+
+def test_co_moments_of_moments_with_nodata_counts_are_none():
+    from normstats.maths.covariance import co_moments_of
+    from normstats.maths.moments import IntegerMoments
+
+    plain = IntegerMoments(2, (2, 4), (4, 16))
+    assert co_moments_of(plain, (8,)) == CoMoments(2, (2, 4), (4, 8, 16), 0)
+    assert co_moments_of(IntegerMoments(2, (2, 4), (4, 16), counts=(2, 1)), (8,)) is None
+    assert co_moments_of(plain, None) is None and co_moments_of(None, (8,)) is None
+
+
+def test_images_of_2_to_31_pixels_are_refused_before_any_read():
+    huge = np.broadcast_to(np.uint8(0), (1, 2**16, 2**15, 1))  # no memory behind it
+    with pytest.raises(ValueError) as caught:
+        integer_cross_sums(huge)
+    assert str(caught.value) == "images of 2**31 pixels or more are not supported"
+    assert integer_cross_sums(huge[:, :-1]).shape == (1, 0)
+
+
+def test_more_channels_than_the_kernel_takes_go_through_numpy(rng):
+    stack = rng.integers(0, 256, (2, 3, 2, 129), dtype=np.uint8)
+    assert integer_cross_sums(stack).tolist() == python_cross_sums(stack)
+
+
+def test_uint64_columns_past_2_to_63_sum_exactly():
+    values = np.array([[2**63, 1], [2**64 - 1, 2], [5, 3]], np.uint64)
+    m = CoMoments.from_integers(values)
+    assert m.total == (2**63 + 2**64 - 1 + 5, 6)
+    python = values.astype(object)
+    assert m.products == tuple((python.T @ python)[r, c] for r, c in ((0, 0), (0, 1), (1, 1)))
+    below = np.array([[2**63 - 1, 1], [3, 2]], np.uint64)
+    assert CoMoments.from_integers(below).total == (2**63 + 2, 3)
+    empty = CoMoments.from_integers(np.zeros((0, 2), np.int64))
+    assert (empty.count, empty.total, empty.products) == (0, (0, 0), (0, 0, 0))
+
+
+def test_integer_gram_in_blocks_at_every_magnitude():
+    def python(values: np.ndarray) -> list[list[int]]:
+        exact = values.astype(object)
+        return (exact.T @ exact).tolist()
+
+    assert integer_gram(np.zeros((3, 2), np.int8)) == [[0, 0], [0, 0]]
+    assert integer_gram(np.zeros((0, 3), np.int64)) == [[0] * 3] * 3
+    ones = np.array([[1, -1], [-1, 0], [0, 1]], np.int8)
+    assert integer_gram(ones) == python(ones) == [[2, -1], [-1, 2]]
+    rows = np.random.default_rng(3).integers(-2**25, 2**25, (40, 3))  # blocks of 7 rows
+    assert integer_gram(rows) == python(rows)
+    a = 2**26 + 1  # a square past 2**52: one row a block, or two rows pass 2**53
+    odd = np.array([[a, a], [a, a + 1]], np.int64)
+    assert integer_gram(odd) == python(odd)
+
+
+def test_float_co_moments_correct_the_mean_s_residual():
+    """Seven equal values whose float64 mean rounds off them: every deviation is 0.5,
+    the residual too, and the co-moment is exactly 0."""
+    x = np.full((1, 7, 1, 2), 3000000000000001.0)
+    assert float_co_moments(x).tolist() == [[0.0]]
+    m = CoMoments.from_floats(x.reshape(7, 2))
+    assert m.exact() == [[0, 0], [0, 0]]
+    assert [Fraction(t, 1 << m.bits) for t in m.total] == [7 * Fraction(3000000000000001)] * 2
+
+
+def test_float32_values_are_moments_of_their_float64_values(rng):
+    x = (rng.normal(size=(1, 40, 1, 3)) * 1e-3 + 1e4).astype(np.float32)
+    assert float_co_moments(x).tolist() == float_co_moments(x.astype(np.float64)).tolist()
+    rows = x.reshape(40, 3)
+    assert CoMoments.from_floats(rows) == CoMoments.from_floats(rows.astype(np.float64))
+    small = np.array([[0.0, 0.25], [0.5, 0.0]])  # variances below 1 are kept as they are
+    assert CoMoments.from_floats(small).covariance() == ((0.0625, -0.03125),
+                                                         (-0.03125, 0.015625))
+
+
+def test_float_cross_totals_are_exact_for_images_of_several_sizes(rng):
+    from normstats.maths.covariance import float_cross_totals
+    from normstats.maths.exact import FIXED_BITS
+
+    images = [rng.normal(5, 2, (h, w, 3)) for h, w in ((2, 3), (1, 4), (2, 3), (3, 1))]
+    records = concat_records([records_from_stack(i[None], cross=True) for i in images])
+    totals = float_cross_totals(records.pixels, records.means, records.residuals,
+                                records.co_moments)
+    expected = [sum(Fraction(float(a)) * Fraction(float(b))
+                    for image in images for a, b in zip(image[..., r].ravel().tolist(),
+                                                        image[..., c].ravel().tolist()))
+                for r, c in zip(*pair_indices(3))]
+    assert [Fraction(t, 1 << FIXED_BITS) for t in totals] == pytest.approx(expected, rel=1e-13)
+    assert float_cross_totals(records.pixels, records.means[:, :1], records.residuals[:, :1],
+                              records.co_moments[:, :0]) == ()
+
+
+def test_records_hold_cross_sums_as_told_whatever_the_context(rng):
+    for dtype in ("uint8", "uint16", "int16"):
+        stack = rng.integers(0, 200, (2, 3, 3, 3)).astype(dtype)
+        assert records_from_stack(stack, cross=True).cross_sums.tolist() == \
+            python_cross_sums(stack)
+        with cross_sums_wanted():
+            assert records_from_stack(stack, cross=False).cross_sums is None
+    floats = rng.normal(size=(2, 3, 3, 3))
+    assert records_from_stack(floats).co_moments is None
+    assert records_from_stack(floats, cross=True).co_moments.tolist() == \
+        float_co_moments(floats).tolist()

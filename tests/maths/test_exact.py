@@ -138,3 +138,14 @@ def test_int64_sum_adds_directly_only_where_no_sum_can_pass_int64():
     assert int64_sum(np.full((2, 1), 2**62, dtype=np.int64)) == [2**63]
     assert int64_sum(np.full((2, 1), -2**62, dtype=np.int64)) == [-2**63]
     assert int64_sum(np.zeros((0, 2), np.int64)) == [0, 0]
+
+
+def test_to_fixed_is_each_value_times_the_fixed_point_unit_exactly():
+    values = [0.1, -2.5, 1e-300, 0.0, 2.2250738585072014e-308, 5e-324, -1.5e300]
+    fixed = to_fixed(np.array(values))
+    assert fixed.dtype == object and all(type(v) is int for v in fixed)
+    assert [Fraction(v, 1 << FIXED_BITS) for v in fixed] == [Fraction(v) for v in values]
+    for function in (to_fixed, fixed_sum):
+        with pytest.raises(ValueError) as caught:
+            function(np.array([1.0, np.inf]))
+        assert str(caught.value) == f"{function.__name__} needs finite values"

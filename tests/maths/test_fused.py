@@ -158,6 +158,8 @@ def test_a_missing_kernel_is_said_by_the_users_process_and_numpy_gives_the_same_
     try:
         with caplog.at_level(logging.WARNING, logger="normstats.maths.fused"):
             fused._say_when_missing()  # what loading the module does
+            assert [(r.name, r.getMessage()) for r in caplog.records] == [
+                ("normstats.maths.fused", fused.MISSING_NOTICE)]  # said by the user's process
             assert not fused.available()
             got = fused.uint8_moments(stack)
             fused.uint8_moments(stack)
@@ -406,3 +408,16 @@ def test_running_sums_read_strided_images_and_no_image(rng, running):
     assert run.ravel().tolist() == running_oracle(images, np.zeros(45), np.zeros(45))[0]
     empty = np.zeros((0, 4, 3), np.uint16)
     fused.uint8_running_sums(np.zeros((3, 0, 4, 3), np.uint8), empty, empty.astype(np.uint32))
+
+
+def test_the_numpy_kernel_agrees_on_black_images_and_images_without_pixels():
+    """Black images have a maximum of 0, and images of no pixel leave the outputs as they
+    were (min 255, max 0), in numpy's passes as in the compiled kernel."""
+    from normstats.maths import fused as fused_module
+
+    for flat in (np.zeros((2, 12), np.uint8), np.zeros((2, 0), np.uint8)):
+        compiled, numpy_passes = fused.outputs(2, 3), fused.outputs(2, 3)
+        fused_module._kernel(3)(flat, *compiled)
+        fused_module._numpy_kernel(flat, *numpy_passes)
+        assert [a.tolist() for a in numpy_passes] == [a.tolist() for a in compiled]
+        assert numpy_passes[3].tolist() == [[0, 0, 0]] * 2

@@ -74,3 +74,74 @@ def test_errors():
         a.merge(b)
     with pytest.raises(InvalidOptionError, match="image folders"):
         compute_with_histogram(np.zeros((5, 3), np.uint8))
+
+
+def test_a_histogram_counts_only_the_valid_values_over_their_own_range():
+    pixels = np.array([[[3, 7], [5, 7]], [[9, 200], [4, 7]]], np.uint8)  # (2, 2, 2)
+    valid = np.array([[[True], [False]], [[True], [True]]])  # (H, W, 1): every band
+    h = Histogram.from_array(pixels, valid)
+    kept = [[3, 9, 4], [7, 200, 7]]
+    assert h.offset == 3 and h.counts.shape == (2, 200 - 3 + 1) and h.dtype == "uint8"
+    assert h.counts.dtype == np.int64
+    for c in range(2):
+        assert h.counts[c].tolist() == np.bincount(np.array(kept[c]) - 3,
+                                                   minlength=198).tolist()
+    single = Histogram.from_array(np.array([[[42]]], np.uint16))
+    assert (single.counts.tolist(), single.offset) == ([[1]], 42)
+    none = Histogram.from_array(pixels, np.zeros((2, 2, 1), bool))
+    assert (none.counts.tolist(), none.counts.dtype, none.dtype, none.offset) == \
+        ([[0], [0]], np.int64, "uint8", 0)
+    flags = Histogram.from_array(np.array([[[True, False], [True, True]]]))
+    assert (flags.counts.tolist(), flags.offset, flags.dtype) == ([[0, 2], [1, 1]], 0, "bool")
+
+
+def test_the_histogram_size_limit_is_the_count_of_cells():
+    from normstats.maths.histogram import MAX_CELLS
+
+    assert MAX_CELLS == 2**24
+    edge = np.zeros((2, 256), np.uint16)
+    edge[1] = 65535  # 256 bands of 65,536 values: exactly the limit
+    assert Histogram.from_array(edge).counts.shape == (256, 65536)
+    wide = np.array([[0], [MAX_CELLS]], np.int32)
+    with pytest.raises(InvalidOptionError) as caught:
+        Histogram.from_array(wide)
+    assert str(caught.value) == ("exact percentiles need a histogram of 1 bands x 16,777,217 "
+                                 "values, over the limit of 16,777,216 bins: the values span "
+                                 "too wide a range")
+
+
+def test_merging_histograms_far_from_zero_and_wide_ones():
+    high = Histogram.from_array(np.array([[2**23], [2**23 + 9]], np.int32))
+    merged = high.merge(Histogram.from_array(np.array([[2**23 + 5]], np.int32)))
+    assert merged.offset == 2**23 and merged.counts.tolist() == [[1, 0, 0, 0, 0, 1, 0, 0, 0, 1]]
+    wide = Histogram.from_array(np.array([[0], [4999]], np.int16))
+    both = wide.merge(Histogram.from_array(np.array([[10]], np.int16)))
+    assert both.counts.dtype == np.int64 and both.total == 3 and both.counts.shape == (1, 5000)
+    with pytest.raises(IncompatibleImagesError) as caught:
+        wide.merge(Histogram.from_array(np.zeros((1, 2), np.int16)))
+    assert str(caught.value) == "histograms cannot be merged: int16 x1 and int16 x2"
+
+
+def test_adding_in_place_only_within_the_own_range():
+    base = Histogram.from_array(np.array([[0], [10]], np.uint8))
+    same = Histogram.from_array(np.array([[0], [10], [10]], np.uint8))
+    assert base.add_in_place(same) is base and base.counts[0, [0, 10]].tolist() == [2, 3]
+    inner = Histogram.from_array(np.array([[4]], np.uint8))
+    assert base.add_in_place(inner) is base and base.total == 6
+    outside = Histogram.from_array(np.array([[11]], np.uint8))
+    grown = base.add_in_place(outside)
+    assert grown is not base and grown.total == 7 and base.total == 6
+    other_kind = Histogram.from_array(np.array([[4]], np.uint16))
+    with pytest.raises(IncompatibleImagesError):
+        base.add_in_place(other_kind)
+    two = Histogram.from_array(np.array([[4, 4]], np.uint8))
+    with pytest.raises(IncompatibleImagesError):
+        base.add_in_place(two)
+
+
+def test_a_percentile_of_one_value_and_of_none():
+    assert percentile_from_counts(np.array([0, 1]), 50.0) == 1.0
+    assert percentile_from_counts(np.array([2, 0, 1]), 100.0) == 2.0
+    with pytest.raises(InvalidOptionError) as caught:
+        percentile_from_counts(np.array([0, 0]), 50.0)
+    assert str(caught.value) == "percentile of an empty histogram"

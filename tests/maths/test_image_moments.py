@@ -63,3 +63,27 @@ def test_extrema_per_image_and_channel(rng):
     low, high = extrema(stack)
     assert low.tolist() == stack.min(axis=(1, 2)).astype(float).tolist()
     assert high.tolist() == stack.max(axis=(1, 2)).astype(float).tolist()
+
+
+def test_blocks_keep_float32_and_float64_partial_sums_exact():
+    """Rows long enough to fill a block: 8-bit squares stay below 2**24 in float32 blocks
+    (int8's -128 included), 16-bit squares below 2**53 in float64 blocks."""
+    rng = np.random.default_rng(11)
+    cases = [rng.integers(200, 256, (2, 1, 600, 1), dtype=np.uint8),
+             np.full((1, 1, 1100, 1), -128, np.int8),
+             np.full((1, 1, 4_200_000, 1), 65534, np.uint16)]
+    # one odd square among even ones: past the exact range of a block, the float total
+    # of a longer block could not be exact (2**14·1039 + 1 > 2**24; ~1.8e16 > 2**53)
+    cases[1][0, 0, 5] = 1
+    cases[2][0, 0, 7] = 65535
+    for stack in cases:
+        sums, squares = integer_sums(stack)
+        values = stack.reshape(stack.shape[0], -1).astype(np.int64)
+        assert sums[:, 0].tolist() == values.sum(axis=1).tolist()
+        assert squares[:, 0].tolist() == (values * values).sum(axis=1).tolist()
+
+
+def test_images_of_2_to_31_pixels_are_refused():
+    with pytest.raises(ValueError) as caught:
+        integer_sums(np.zeros((1, 2**16, 2**15, 0), np.uint8))  # no pixel value to hold
+    assert str(caught.value) == "images of 2**31 pixels or more are not supported"

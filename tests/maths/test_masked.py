@@ -222,3 +222,170 @@ def test_the_kernel_refuses_calls_that_would_read_or_write_out_of_bounds():
     shared = outputs()
     with pytest.raises(ValueError, match="share memory"):
         kernel.masked_moments(image, "H", 2, 5, True, 0, shared[0], shared[0], *shared[2:])
+
+
+# --- every path of the records, against masked_records of one image at a time -------------
+
+def _same_records(found, expected) -> None:
+    assert found.signature == expected.signature and found.keys == expected.keys
+    names = ("pixels", "minimum", "maximum") + (
+        ("sums", "sums_sq") if hasattr(found, "sums") else ("means", "residuals", "m2s"))
+    for name in names:
+        np.testing.assert_array_equal(getattr(found, name), getattr(expected, name))
+    assert found.pixels.dtype == np.int64
+
+
+def test_masked_rows_take_every_kind_of_image_as_masked_records_would(rng):
+    names = ("a", "b", "c", "d")
+    u16 = _stack(rng, "uint16")
+    floats = rng.normal(3.0, 2.0, (2, 5, 7, 4))
+    floats[0, 0, 0, 1] = np.nan
+    int8 = rng.integers(-128, 128, (2, 5, 7, 4), dtype=np.int8)
+    one_mask = rng.random((5, 7, 1)) < 0.3  # one mask for every band
+    band_mask = rng.random((5, 7, 4)) < 0.3
+    cases = [("u0", u16[0], 9.0, None), ("u1", u16[1], 9.0, one_mask),
+             ("u2", u16[2], None, one_mask), ("f0", floats[0], 3.0, None),
+             ("f1", floats[1], None, band_mask), ("i0", int8[0], -5.0, None),
+             ("i1", int8[1], None, None), ("u3", u16[3], None, band_mask)]
+    rows = MaskedRows(capacity=1)
+    for key, image, nodata, mask in cases:
+        rows.add(key, image, names, nodata, False, mask)
+    found = rows.records()
+    # the kernel's batch holds the uint16 images without a per-band mask, in order
+    assert [batch.keys for batch in found] == [("u0", "u1", "u2"), ("f0",), ("f1",), ("i0",),
+                                              ("i1",), ("u3",)]
+    expected = {key: masked_records(image[None], nodata=nodata,
+                                    mask=None if mask is None else mask[None], keys=(key,),
+                                    channel_names=names)
+                for key, image, nodata, mask in cases}
+    for batch in found:
+        for row, key in enumerate(batch.keys):
+            _same_records(batch.take(np.array([row])), expected[key])
+    np.testing.assert_array_equal(found[0].valid, np.concatenate(
+        [expected["u0"].valid, expected["u1"].valid, expected["u2"].valid]))
+
+
+def test_a_kernel_batch_counts_valid_values_only_when_something_was_left_out(rng):
+    image = rng.integers(0, 2**16, (8, 8, 2), dtype=np.uint16)  # 64 pixels: the kernel
+    plain = MaskedRows(capacity=4)
+    plain.add("p", image, ("a", "b"), None, True)
+    plain.add("q", image, ("a", "b"), None, True)
+    (batch,) = plain.records()
+    assert batch.valid is None and batch.keys == ("p", "q") and batch.raw_units
+    assert batch.dtype == "uint16" and batch.pixels.tolist() == [64, 64]
+    for first, second in (((0.0, None), (None, None)), ((None, None), (None, True))):
+        rows = MaskedRows(capacity=1)
+        for key, (nodata, left_out) in zip("xy", (first, second)):
+            mask = None if left_out is None else np.zeros((8, 8, 1), bool)
+            rows.add(key, image, ("a", "b"), nodata, False, mask)
+        (batch,) = rows.records()
+        assert batch.valid is not None and batch.valid.tolist()[1] == [64, 64]
+
+
+def test_the_2_to_31_pixel_guard_and_the_dtypes_without_statistics():
+    from normstats.errors import IncompatibleImagesError
+
+    huge = np.broadcast_to(np.uint8(0), (1, 2**16, 2**15, 1))  # no memory behind it
+    with pytest.raises(IncompatibleImagesError) as caught:
+        masked_records(huge, channel_names=("a", "b"))  # refused before the names are read
+    assert str(caught.value) == "images of 2**31 pixels or more are not supported"
+    with pytest.raises(IncompatibleImagesError) as caught:
+        masked_records(np.zeros((1, 2, 2, 1), np.uint8), channel_names=("a", "b"))
+    assert str(caught.value) == "2 channel names for 1 channels"
+    for dtype in ("int64", "uint64", "complex64"):
+        with pytest.raises(IncompatibleImagesError) as caught:
+            masked_records(np.zeros((1, 2, 2, 1), dtype))
+        assert str(caught.value) == (f"{dtype} pixels have no statistics here (bands of "
+                                     "uint8, uint16, int16, uint32, int32, float32, float64)")
+
+
+def test_which_nodata_values_can_match():
+    from normstats.maths.masked import nodata_applies
+
+    assert nodata_applies(np.dtype(np.uint8), 255.0) and nodata_applies(np.dtype(np.uint8), 0.0)
+    assert not nodata_applies(np.dtype(np.uint8), 256.0)
+    assert nodata_applies(np.dtype(np.int16), -32768.0)
+    assert nodata_applies(np.dtype(bool), 0.0) and nodata_applies(np.dtype(bool), 1.0)
+    assert not nodata_applies(np.dtype(bool), 2.0) and not nodata_applies(np.dtype(bool), 0.5)
+    assert not nodata_applies(np.dtype(complex), 0.0)
+    assert nodata_applies(np.dtype(np.float32), -9999.0)
+    assert not nodata_applies(np.dtype(np.float32), math.nan)
+
+
+def test_nodata_and_a_mask_are_both_left_out(rng):
+    stack = _stack(rng, "uint8")
+    mask = (rng.random(stack.shape) < 0.3).astype(np.uint8)  # 0/1, not bool
+    kept = valid_values(stack, 9, mask)
+    assert kept.tolist() == ((stack != 9) & (mask == 0)).tolist()
+    records = masked_records(stack, nodata=9, mask=mask)
+    expected = _oracle(stack, kept)
+    assert records.valid.tolist() == expected["count"]
+    assert records.sums_sq.tolist() == expected["squares"]
+
+
+def test_bool_and_int8_images_through_numpy_s_passes(rng):
+    flags = rng.random((3, 4, 5, 2)) < 0.5
+    records = masked_records(flags, nodata=1.0)
+    expected = _oracle(flags.astype(np.uint8), ~flags)
+    assert records.valid.tolist() == expected["count"] and records.sums.tolist() == \
+        expected["sum"]
+    masked = masked_records(flags, mask=flags)
+    assert masked.sums.tolist() == [[0, 0]] * 3
+    small = rng.integers(-128, 128, (3, 4, 5, 2), dtype=np.int8)
+    plain = masked_records(small)
+    assert plain.valid is None and plain.sums.tolist() == _oracle(
+        small, np.ones(small.shape, bool))["sum"]
+    np.testing.assert_array_equal(plain.minimum, small.reshape(3, -1, 2).min(axis=1))
+
+
+def test_float_records_with_a_mask_nodata_and_edge_values(rng):
+    import warnings
+
+    stack = rng.normal(3.0, 2.0, (3, 4, 5, 3))
+    stack[0, ..., 0] = np.nan  # no valid value: NaN extremes
+    stack[1, ..., 1] = -1.0
+    stack[1, 2, 3, 1] = 4.5  # one valid value after nodata -1
+    mask = rng.random((3, 4, 5, 1)) < 0.3
+    mask[1, 2, 3, 0] = False
+    records = masked_records(stack, nodata=-1.0, mask=mask)
+    keep = valid_values(stack, -1.0, mask)
+    for i in range(3):
+        for c in range(3):
+            values = [Fraction(float(v)) for v in stack[i, ..., c][keep[i, ..., c]].tolist()]
+            assert records.valid[i, c] == len(values)
+            if not values:
+                assert math.isnan(records.minimum[i, c]) and math.isnan(records.maximum[i, c])
+                continue
+            mean = sum(values) / len(values)
+            assert abs(Fraction(records.means[i, c]) + Fraction(records.residuals[i, c])
+                       - mean) <= abs(mean) * Fraction(1, 10**15)
+            assert records.minimum[i, c] == min(values) and records.maximum[i, c] == max(values)
+    assert records.means[1, 1] == 4.5 and records.m2s[1, 1] == 0.0
+    # seven equal values whose float64 mean rounds off them: M2 is exactly 0
+    equal = masked_records(np.full((1, 7, 1, 1), 3000000000000001.0))
+    assert equal.m2s.tolist() == [[0.0]]
+    empty = masked_records(np.zeros((2, 0, 3, 1)))  # images without pixels: nothing valid
+    assert empty.valid.tolist() == [[0], [0]] and np.isnan(empty.maximum).all()
+    assert np.isnan(empty.minimum).all()
+    with warnings.catch_warnings():  # ±inf and squares past float64: no RuntimeWarning
+        warnings.simplefilter("error")
+        wild = masked_records(np.array([np.inf, 1.0, -np.inf, 1e200]).reshape(1, 4, 1, 1))
+    assert unusable_images(wild).tolist() == [True]
+
+
+def test_float32_images_give_the_records_of_their_float64_values(rng):
+    stack = (rng.normal(1e4, 3.0, (3, 6, 5, 2))).astype(np.float32)
+    records, plain = masked_records(stack), records_from_stack(stack.astype(np.float64))
+    for name in ("means", "residuals", "m2s", "minimum", "maximum"):
+        np.testing.assert_array_equal(getattr(records, name), getattr(plain, name))
+
+
+def test_unusable_images_are_those_with_infinite_or_too_large_valid_values():
+    from normstats.maths.records import FLOAT_LIMIT
+
+    stack = np.array([[1.0, 2.0], [FLOAT_LIMIT, -FLOAT_LIMIT], [2.0**481, 1.0], [1.0, -(2.0**481)],
+                      [np.nan, np.nan], [1.0, np.inf]]).reshape(6, 2, 1, 1)
+    assert unusable_images(masked_records(stack)).tolist() == [False, False, True, True,
+                                                               False, True]
+    integers = unusable_images(masked_records(np.zeros((3, 1, 1, 1), np.uint8)))
+    assert integers.dtype == bool and integers.tolist() == [False] * 3

@@ -209,3 +209,23 @@ def test_adding_in_place_equals_merging_and_leaves_the_parts_alone(rng, dtype):
         assert run.total.dtype == np.uint16
         assert run.add_in_place(parts[1]).total is not run.total
         assert np.array_equal(run.total, before[0][0])
+
+
+def test_exact_totals_are_divided_with_one_rounding_at_any_size():
+    """The float path only where numerator·q and p are exact in float64; Python's
+    correctly rounded int / int beyond (where two roundings would differ)."""
+    from fractions import Fraction
+
+    from normstats.maths.mean_image import _divide
+
+    def exact(values: list[int], d: Fraction) -> list[float]:
+        return [float(Fraction(v) / d) for v in values]
+
+    cases = [([[1, 2], [3, -4]], Fraction(5, 3)),
+             ([4151127680642939], Fraction(123, 3)),  # n·q past 2**53
+             ([827037], Fraction(10698018013524571)),  # p past 2**53
+             ([2**70, 3], Fraction(1, 7))]
+    for values, d in cases:
+        numerators = np.array(values, dtype=object if values[0] == 2**70 else np.int64)
+        assert _divide(numerators, d).ravel().tolist() == exact(np.ravel(values).tolist(), d)
+    assert _divide(np.zeros((0, 2), np.int64), Fraction(1, 3)).shape == (0, 2)

@@ -76,3 +76,66 @@ def test_merging_different_channel_counts_is_refused():
     b = IntegerMoments.from_array(np.zeros((2, 1), np.uint8))
     with pytest.raises(ValueError, match="channels"):
         a.merge(b)
+
+
+def _fixed(value: int) -> Fraction:
+    from normstats.maths.exact import FIXED_BITS
+
+    return Fraction(value, 1 << FIXED_BITS)
+
+
+def test_float_records_pool_exactly_over_sizes_residuals_and_valid_counts():
+    """Σ n·(mean + residual) and Σ (M2 + n·(mean + residual)²) as exact fractions, with
+    means whose Veltkamp halves are all non-zero, images of three sizes, and per-channel
+    valid counts."""
+    pixels = np.array([3, 5, 3, 8])
+    means = np.array([[0.1, 1e8 + 0.3], [2.7, -0.7], [1.0 / 3, 5.5], [-4.25, 0.2]])
+    residuals = np.array([[1.3e-17, -2.9e-9], [-7.1e-17, 1.1e-17], [3.3e-18, 0.0],
+                          [1e-16, -5e-17]])
+    m2s = np.array([[0.5, 1.25], [0.0, 3.0], [2.0, 0.75], [9.5, 0.125]])
+    found = FloatMoments.from_records(pixels, means, residuals, m2s)
+    for c in range(2):
+        exact = [Fraction(float(m)) + Fraction(float(r)) for m, r in zip(means[:, c],
+                                                                            residuals[:, c])]
+        assert _fixed(found.total[c]) == sum(int(n) * m for n, m in zip(pixels, exact))
+        assert _fixed(found.total_sq[c]) == sum(Fraction(float(q)) + int(n) * m * m
+                                                for n, m, q in zip(pixels, exact, m2s[:, c]))
+    assert found.count == 19 and found.counts is None
+    valid = np.array([[3, 0], [5, 5], [1, 3], [8, 2]])
+    masked = FloatMoments.from_records(pixels, means, residuals, m2s, valid)
+    assert masked.count == 19 and masked.counts == (17, 10)
+    for c in range(2):
+        alone = FloatMoments.from_records(valid[:, c], means[:, c:c + 1],
+                                          residuals[:, c:c + 1], m2s[:, c:c + 1])
+        assert (masked.total[c], masked.total_sq[c]) == (alone.total[0], alone.total_sq[0])
+    assert masked.channel_counts() == (17, 10) and found.channel_counts() == (19, 19)
+
+
+def test_merged_counts_where_one_side_left_values_out():
+    plain = IntegerMoments(4, (8, 12), (20, 40))
+    some = IntegerMoments(6, (3, 5), (9, 25), counts=(6, 2))
+    assert plain.merge(some).counts == (10, 6) and some.merge(plain).counts == (10, 6)
+    assert plain.merge(plain).counts is None
+    floats = FloatMoments(4, (0, 0), (0, 0))
+    assert floats.merge(FloatMoments(2, (0, 0), (0, 0), counts=(1, 2))).counts == (5, 6)
+
+
+def test_default_ddof_scale_and_too_few_values():
+    m = IntegerMoments.from_array(np.array([[1], [2], [4]], np.uint8))
+    assert m.variance() == (Fraction(14, 9),) and m.variance(1) == (Fraction(7, 3),)
+    assert m.finalize() == ((7 / 3,), (float(Fraction(14, 9)),))
+    f = FloatMoments.from_array(np.array([[1.0], [2.0], [6.0]]))
+    assert f.variance() == (Fraction(14, 3),) and f.variance(1) == (Fraction(7),)
+    for moments in (IntegerMoments.from_array(np.array([[5]], np.uint8)),
+                    FloatMoments.from_array(np.array([[5.0]]))):
+        with pytest.raises(ValueError) as caught:
+            moments.finalize(ddof=1)
+        assert str(caught.value) == "variance with ddof=1 needs more than 1 values"
+
+
+def test_values_of_any_rank_are_one_stack_of_pixels():
+    from normstats.maths.moments import as_pixel_stack
+
+    assert as_pixel_stack(np.float64(3.0)).shape == (1, 1, 1, 1)
+    assert as_pixel_stack(np.zeros((4, 5, 2))).shape == (1, 20, 1, 2)
+    assert as_pixel_stack(np.zeros((7, 3))).shape == (1, 7, 1, 3)

@@ -75,3 +75,48 @@ def test_what_has_no_patch_or_no_exact_covariance_is_refused():
     with pytest.raises(IncompatibleImagesError, match="cannot pool"):
         PatchMoments.from_stack(np.zeros((1, 3, 3, 1), np.uint8), 2).merge(
             PatchMoments.from_stack(np.zeros((1, 3, 3, 1), np.uint8), 3))
+
+
+def test_patch_dimensions_are_named_channel_major():
+    from normstats.maths.patches import patch_dimension_names
+
+    assert patch_dimension_names(("R", "G"), 2) == ("R[0,0]", "R[0,1]", "R[1,0]", "R[1,1]",
+                                                    "G[0,0]", "G[0,1]", "G[1,0]", "G[1,1]")
+    assert patch_dimension_names(("L",), 1) == ("L[0,0]",)
+
+
+def test_the_mean_and_covariance_by_default_and_at_their_edges():
+    from fractions import Fraction
+
+    x = np.array([[[[0], [4]], [[2], [8]]], [[[1], [3]], [[5], [7]]]], np.uint8)
+    m = PatchMoments.from_stack(x, 1)
+    values = [0, 4, 2, 8, 1, 3, 5, 7]
+    assert m.mean().tolist() == [3.75] and m.mean(2).tolist() == [1.875]
+    assert m.covariance().tolist() == [[float(np.var(values))]]
+    assert m.covariance(scale=2).tolist() == [[float(Fraction(
+        sum((Fraction(v) - Fraction(15, 4)) ** 2 for v in values), 8 * 4))]]
+    one = PatchMoments.from_stack(x[:1, :1, :1], 1)
+    assert one.covariance().tolist() == [[0.0]]
+    with pytest.raises(InvalidOptionError) as caught:
+        one.covariance(ddof=1)
+    assert str(caught.value) == "a patch covariance with ddof=1 needs more than 1 patches"
+    two = PatchMoments.from_stack(x[:1, :1], 1)
+    assert two.covariance(ddof=1).tolist() == [[8.0]]
+
+
+def test_what_patches_cannot_be_taken_from():
+    with pytest.raises(InvalidOptionError) as caught:
+        PatchMoments.from_stack(np.zeros((2, 3, 3), np.uint8), 1)
+    assert str(caught.value) == "patches are taken from (N, H, W, C) images, got shape (2, 3, 3)"
+    for size in (True, 0, 1.0):
+        with pytest.raises(InvalidOptionError) as caught:
+            PatchMoments.from_stack(np.zeros((1, 3, 3, 1), np.uint8), size)
+        assert str(caught.value) == f"the patch size must be a positive integer, got {size!r}"
+    for dtype in ("int32", "uint64", "float32"):
+        with pytest.raises(IncompatibleImagesError) as caught:
+            PatchMoments.from_stack(np.zeros((1, 3, 3, 1), dtype), 1)
+        assert str(caught.value) == ("the patch covariance is exact for integer images of at "
+                                     f"most 16 bits, not {dtype}")
+    with pytest.raises(InvalidOptionError) as caught:
+        PatchMoments.from_stack(np.zeros((1, 2, 5, 1), np.uint8), 3)
+    assert str(caught.value) == "images of 2×5 pixels have no 3×3 patch"

@@ -3,6 +3,8 @@ pool images that differ, naming one of each."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -70,3 +72,82 @@ def test_integer_records_summarise_the_same_with_or_without_the_compiled_spreads
     monkeypatch.setattr(fused, "integer_spreads", lambda *arguments: None)
     assert summarize(records) == compiled
     assert compiled.images_ddof1 == 304 and compiled.std_sum != compiled.std_ddof1_sum
+
+
+def _float_sqrt_sum(cells: list[Fraction]) -> int:
+    """Fixed-point sum of the square roots of correctly rounded variances."""
+    from normstats.maths.exact import fixed_sum
+
+    return fixed_sum(np.sqrt(np.array([[float(v)] for v in cells])))[0]
+
+
+def test_a_summary_with_nodata_counts_each_band_over_its_valid_values():
+    """Images of two pixels with 0, 1 or 2 valid values per band: the per-image std of a
+    band is summed over the images with one valid value or more, the sample std over
+    those with two; no RuntimeWarning for the others (0/0, x/0)."""
+    import warnings
+
+    from normstats.maths.exact import fixed_sum
+    from normstats.maths.masked import masked_records
+    from normstats.maths.records import describe_signature
+
+    pixels = np.array([[[0, 5], [0, 9]], [[4, 1], [0, 2]], [[3, 0], [6, 0]],
+                       [[1, 8], [2, 0]]], np.uint16).reshape(4, 1, 2, 2)
+    records = masked_records(pixels, nodata=0, keys=("k0", "k1", "k2", "k3"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = summarize(records, (Skipped("bad.png", "damaged"),))
+    bands = [[[int(v) for v in image[..., c].ravel() if v] for image in pixels]
+             for c in range(2)]
+
+    def variance(values: list[int], ddof: int) -> Fraction:
+        mean = Fraction(sum(values), len(values))
+        return sum((v - mean) ** 2 for v in values) / (len(values) - ddof)
+
+    assert summary.images == 4 and summary.images_ddof1 == 4
+    assert summary.channel_images == (3, 3) and summary.channel_images_ddof1 == (2, 2)
+    for c, band in enumerate(bands):
+        with_values = [variance(v, 0) for v in band if len(v) >= 1]
+        with_two = [variance(v, 1) for v in band if len(v) >= 2]
+        assert summary.std_sum[c] == _float_sqrt_sum(with_values)
+        assert summary.std_ddof1_sum[c] == _float_sqrt_sum(with_two)
+        assert summary.var_sum[c] == fixed_sum(np.array([[float(v)] for v in with_values]))[0]
+    assert (summary.minimum, summary.maximum) == ((1.0, 1.0), (6.0, 9.0))
+    assert summary.example == "k0" and summary.description == describe_signature(records)
+    assert summary.skipped == (Skipped("bad.png", "damaged"),)
+    unnamed = summarize(masked_records(pixels, nodata=0))
+    assert unnamed.example == "an array"
+
+
+def test_summaries_with_and_without_nodata_counts_merge():
+    from normstats.maths.masked import masked_records
+
+    pixels = np.arange(1, 17, dtype=np.uint16).reshape(4, 1, 2, 2)
+    pixels[0, 0, 0, 0] = 0
+    with_nodata = summarize(masked_records(pixels, nodata=0), (Skipped("a", "x"),))
+    plain = summarize(masked_records(pixels[:3]), (Skipped("b", "y"),))
+    assert plain.channel_images is None
+    for merged in (with_nodata.merge(plain), plain.merge(with_nodata)):
+        assert merged.channel_images == (7, 7) and merged.channel_images_ddof1 == (6, 7)
+    assert with_nodata.merge(plain).skipped == (Skipped("a", "x"), Skipped("b", "y"))
+
+
+def test_the_sample_std_of_float_images_of_two_pixels():
+    images = np.array([[[0.5], [2.0]], [[1.0], [1.25]]]).reshape(2, 1, 2, 1)
+    summary = summarize(records_from_stack(images))
+    sample = [Fraction(9, 8), Fraction(1, 32)]  # (a − b)²/2 of each image
+    assert summary.std_ddof1_sum[0] == _float_sqrt_sum(sample)
+    assert summary.images_ddof1 == 2
+
+
+def test_a_raster_pooled_with_other_images_is_told_to_compute_them_apart():
+    from normstats.maths.masked import masked_records
+
+    raster = summarize(masked_records(np.zeros((1, 2, 2, 3), np.uint16), raw_units=True))
+    photo = summarize(records_from_stack(np.zeros((1, 2, 2, 3), np.uint8)))
+    for a, b in ((raster, photo), (photo, raster)):
+        with pytest.raises(IncompatibleImagesError) as caught:
+            a.merge(b)
+        assert str(caught.value).endswith(
+            "rasters are pooled only with rasters of the same band count and dtype: compute "
+            "them separately")

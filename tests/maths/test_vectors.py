@@ -190,3 +190,60 @@ def test_summaries_of_rows_merge_and_refuse_other_widths():
         a.merge(summarize_vectors(np.zeros((1, 3))))
     with pytest.raises(ValueError, match=r"^vector data must be \(N, d\), got shape \(3,\)$"):
         summarize_vectors(np.zeros(3))
+
+
+def test_the_co_moments_are_those_of_the_complete_rows_only():
+    """Integer rows are all complete (exact Python-int co-moments); float rows count only
+    where every feature is finite and within the limit (the limit itself is in)."""
+    from normstats.maths.covariance import CoMoments
+    from normstats.maths.exact import FIXED_BITS
+    from normstats.maths.records import FLOAT_LIMIT
+
+    ints = np.array([[1, 2], [3, -4], [5, 6]], np.int16)
+    assert summarize_vectors(ints, covariance=True).co_moments == CoMoments.from_integers(ints)
+    assert summarize_vectors(ints).co_moments is None
+    x = np.array([[1.0, 2.0], [np.nan, 1.0], [3.0, np.inf], [FLOAT_LIMIT, 0.5],
+                  [2.0**481, 1.0], [0.25, -3.0]])
+    found = summarize_vectors(x, covariance=True).co_moments
+    assert found == CoMoments.from_floats(x[[0, 3, 5]]) and found.count == 3
+    assert summarize_vectors(x[[1, 2, 4]], covariance=True).co_moments == \
+        CoMoments(0, (0, 0), (0, 0, 0), FIXED_BITS)
+    three = summarize_vectors(np.full((2, 3), np.nan), covariance=True).co_moments
+    assert three == CoMoments(0, (0,) * 3, (0,) * 6, FIXED_BITS)
+
+
+def test_merged_summaries_keep_co_moments_only_when_both_have_them():
+    a = summarize_vectors(np.array([[1.0, 3.0], [4.0, 2.0]]), covariance=True)
+    b = summarize_vectors(np.array([[-7.0, 0.5]]), first_row=2, covariance=True)
+    plain = summarize_vectors(np.array([[-7.0, 0.5]]), first_row=2)
+    assert a.merge(b).co_moments == a.co_moments.merge(b.co_moments)
+    assert a.merge(b).co_moments.count == 3
+    assert a.merge(plain).co_moments is None and plain.merge(a).co_moments is None
+
+
+def test_rows_are_named_from_zero_in_the_array_by_default():
+    from normstats.maths.records import Skipped
+
+    summary = summarize_vectors(np.array([[1.0, np.inf], [2.0, 3.0]]))
+    assert summary.skipped == (Skipped("array[0, 1]", "infinite value"),)
+    with pytest.raises(normstats.UnreadableInputError) as raised:
+        summarize_vectors(np.zeros((3, 0)))
+    assert str(raised.value) == ("array: vectors of shape (3, 0) have no features (axis 1 has "
+                                 "length 0): that is not a dataset")
+    with pytest.raises(normstats.EmptyDatasetError) as raised:
+        summarize_vectors(np.array([[np.nan, 1.0]])).finalize(1.0)
+    assert str(raised.value) == ("feature 0 has no finite value (all NaN, infinite or "
+                                 "skipped), so it has no statistic")
+
+
+def test_bool_features_are_summed_as_integers_and_narrow_floats_compare_silently():
+    import warnings
+
+    from normstats.maths.moments import IntegerMoments
+
+    flags = summarize_vectors(np.array([[True, False], [True, True]]))
+    assert all(isinstance(f.moments, IntegerMoments) for f in flags.features)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # float16/32 are never beyond the limit: no cast
+        for dtype in (np.float16, np.float32):
+            assert summarize_vectors(np.array([[1, 2], [3, 65504]], dtype)).skipped == ()
