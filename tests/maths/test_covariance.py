@@ -372,3 +372,8 @@ def test_records_hold_cross_sums_as_told_whatever_the_context(rng):
     assert records_from_stack(floats).co_moments is None
     assert records_from_stack(floats, cross=True).co_moments.tolist() == \
         float_co_moments(floats).tolist()
+
+
+def test_a_uint64_column_of_exactly_2_to_63_sums_exactly():
+    assert CoMoments.from_integers(np.array([[2**63, 1], [3, 2]], np.uint64)).total == \
+        (2**63 + 3, 3)

@@ -149,3 +149,25 @@ def test_to_fixed_is_each_value_times_the_fixed_point_unit_exactly():
         with pytest.raises(ValueError) as caught:
             function(np.array([1.0, np.inf]))
         assert str(caught.value) == f"{function.__name__} needs finite values"
+
+
+def test_the_numpy_bins_are_exact_for_the_smallest_normals_and_many_columns(monkeypatch):
+    """Without the compiled kernel (numpy's bincount of the pieces): the implicit leading
+    bit starts at the smallest normal exponent, and 3-D values sum along their axis."""
+    from normstats.maths import fused
+
+    values = np.array([[2.2250738585072014e-308, -0.5], [4.450147717014403e-308, 3.0],
+                       [5e-324, 1e300], [-2.2250738585072014e-308, 1e-300]])
+    expected = [int(sum(Fraction(float(v)) for v in values[:, c]) * (1 << FIXED_BITS))
+                for c in range(2)]
+    assert fixed_sum(values) == expected
+    monkeypatch.setattr(fused, "exponent_bins", lambda: None)
+    assert fixed_sum(values) == expected
+
+
+def test_int64_sum_of_one_column_of_values():
+    """A 1-D array is one column: its exact sum, with or without the 32-bit halves."""
+    assert int64_sum(np.array([3, -4, 5], np.int64)) == [4]
+    big = np.full(5, 2**62, np.int64)
+    assert int64_sum(big) == [5 * 2**62]
+    assert int64_sum(np.array([[1, 2], [3, 4]]), axis=1) == [3, 7]

@@ -240,7 +240,9 @@ def test_masked_rows_take_every_kind_of_image_as_masked_records_would(rng):
     u16 = _stack(rng, "uint16")
     floats = rng.normal(3.0, 2.0, (2, 5, 7, 4))
     floats[0, 0, 0, 1] = np.nan
+    floats[0, 1, 2] = 3.0  # the nodata value of f0
     int8 = rng.integers(-128, 128, (2, 5, 7, 4), dtype=np.int8)
+    int8[0, 3] = -5  # the nodata value of i0
     one_mask = rng.random((5, 7, 1)) < 0.3  # one mask for every band
     band_mask = rng.random((5, 7, 4)) < 0.3
     cases = [("u0", u16[0], 9.0, None), ("u1", u16[1], 9.0, one_mask),
@@ -249,14 +251,14 @@ def test_masked_rows_take_every_kind_of_image_as_masked_records_would(rng):
              ("i1", int8[1], None, None), ("u3", u16[3], None, band_mask)]
     rows = MaskedRows(capacity=1)
     for key, image, nodata, mask in cases:
-        rows.add(key, image, names, nodata, False, mask)
+        rows.add(key, image, names, nodata, True, mask)  # rasters: in raw units
     found = rows.records()
     # the kernel's batch holds the uint16 images without a per-band mask, in order
     assert [batch.keys for batch in found] == [("u0", "u1", "u2"), ("f0",), ("f1",), ("i0",),
                                               ("i1",), ("u3",)]
     expected = {key: masked_records(image[None], nodata=nodata,
                                     mask=None if mask is None else mask[None], keys=(key,),
-                                    channel_names=names)
+                                    channel_names=names, raw_units=True)
                 for key, image, nodata, mask in cases}
     for batch in found:
         for row, key in enumerate(batch.keys):
@@ -370,7 +372,8 @@ def test_float_records_with_a_mask_nodata_and_edge_values(rng):
     with warnings.catch_warnings():  # ±inf and squares past float64: no RuntimeWarning
         warnings.simplefilter("error")
         wild = masked_records(np.array([np.inf, 1.0, -np.inf, 1e200]).reshape(1, 4, 1, 1))
-    assert unusable_images(wild).tolist() == [True]
+        past = masked_records(np.array([1.5e308, 1.5e308]).reshape(1, 2, 1, 1))  # sum: inf
+    assert unusable_images(wild).tolist() == [True] and unusable_images(past).tolist() == [True]
 
 
 def test_float32_images_give_the_records_of_their_float64_values(rng):

@@ -222,10 +222,56 @@ def test_exact_totals_are_divided_with_one_rounding_at_any_size():
         return [float(Fraction(v) / d) for v in values]
 
     cases = [([[1, 2], [3, -4]], Fraction(5, 3)),
-             ([4151127680642939], Fraction(123, 3)),  # n·q past 2**53
+             ([1686293080695965], Fraction(170, 7)),  # n·q past 2**53
              ([827037], Fraction(10698018013524571)),  # p past 2**53
              ([2**70, 3], Fraction(1, 7))]
     for values, d in cases:
         numerators = np.array(values, dtype=object if values[0] == 2**70 else np.int64)
         assert _divide(numerators, d).ravel().tolist() == exact(np.ravel(values).tolist(), d)
     assert _divide(np.zeros((0, 2), np.int64), Fraction(1, 3)).shape == (0, 2)
+
+
+def test_the_std_of_many_16_bit_images_whose_numerator_passes_int64():
+    """100,000 images of 0 and 65535: N²·variance ≈ 1.07e19 > 2⁶³, so the numerator is
+    taken as Python ints; the std is the square root of the correctly rounded variance."""
+    from fractions import Fraction
+
+    stack = np.zeros((100_000, 1, 1, 1), np.uint16)
+    stack[::2] = 65535
+    stack[1::4] = 12345
+    builder = MeanImageBuilder(with_std=True)
+    builder.add_stack("x[0]", stack)
+    values = stack.ravel().tolist()
+    n, total = len(values), sum(values)
+    variance = Fraction(n * sum(v * v for v in values) - total * total, n * n)
+    mean, std = builder.result().finalize()
+    assert mean.ravel().tolist() == [float(Fraction(total, n))]
+    assert std.ravel().tolist() == [float(np.sqrt(float(variance)))]
+    assert builder.result().std(scale=65535).ravel().tolist() == [
+        float(np.sqrt(float(variance / 65535**2)))]
+
+
+def test_float_mean_images_in_their_scale_and_a_std_not_asked_for():
+    stack = np.array([1.0, 2.0, 6.0]).reshape(3, 1, 1, 1) + 1e8
+    plain = MeanImageBuilder()
+    plain.add_stack("x[0]", stack)
+    moments = plain.result()
+    assert moments.mean().ravel().tolist() == [1e8 + 3] and \
+        moments.mean(2).ravel().tolist() == [(1e8 + 3) / 2]
+    assert moments.finalize()[1] is None
+    with pytest.raises(NormstatsError) as caught:
+        moments.std()
+    assert str(caught.value) == ("the std of the mean image was not computed (ask for it with "
+                                 "mean_image_std=True)")
+    both = MeanImageBuilder(with_std=True)
+    both.add_stack("x[0]", stack)
+    assert both.result().std().ravel().tolist() == [float(np.sqrt(14 / 3))]
+    assert both.result().std(2).ravel().tolist() == [float(np.sqrt(14 / 3)) / 2]
+    empty = MeanImageBuilder(with_std=True)
+    empty.start("x[0]", (1, 1, 1), np.dtype(np.float64))
+    merged = empty.result().merge(both.result())
+    assert merged.count == 3 and merged.mean().ravel().tolist() == [1e8 + 3]
+    assert both.result().merge(empty.result()).count == 3
+    with pytest.raises(IncompatibleImagesError) as caught:
+        MeanImageBuilder().add("a.png", np.zeros((2, 2), np.uint8))
+    assert str(caught.value) == "the mean image takes images (H, W, C); a.png has shape (2, 2)"

@@ -14,7 +14,7 @@ import pytest
 
 import normstats
 from normstats.errors import SkipKind
-from normstats.maths.records import Skipped
+from normstats.maths.records import Skipped, concat_records, records_from_stack
 from normstats.results.stats import DatasetStats
 
 
@@ -217,3 +217,57 @@ def test_a_batch_of_no_images_has_no_variances():
         for ddof in (0, 1):
             variance = empty.image_variance(ddof)
             assert variance.shape == (0, 3) and variance.dtype == np.float64
+
+
+def test_records_without_cross_sums_and_what_describes_them():
+    from normstats.maths.records import describe_signature, without_cross_sums
+
+    ints = records_from_stack(np.zeros((2, 2, 2, 3), np.uint8), cross=True)
+    floats = records_from_stack(np.zeros((2, 2, 2, 3)), cross=True)
+    for records, name in ((ints, "cross_sums"), (floats, "co_moments")):
+        bare = without_cross_sums(records)
+        assert getattr(bare, name) is None and getattr(records, name) is not None
+        assert bare.sums_sq.tolist() == records.sums_sq.tolist() if name == "cross_sums" \
+            else bare.m2s.tolist() == records.m2s.tolist()
+        assert without_cross_sums(bare) is bare
+    names = ("B01", "B02", "B03", "B04", "B05")
+    assert describe_signature(records_from_stack(np.zeros((1, 1, 1, 4), np.uint16),
+                                                 channel_names=names[:4])) == \
+        "uint16 B01,B02,B03,B04"
+    assert describe_signature(records_from_stack(np.zeros((1, 1, 1, 5), np.uint16),
+                                                 channel_names=names)) == \
+        "uint16, 5 bands B01..B05"
+
+
+def test_float_records_with_valid_counts_pool_each_band_over_them():
+    from normstats.maths.masked import masked_records
+
+    stack = np.array([[[[1.0, 2.0]], [[np.nan, 4.0]]], [[[5.0, np.nan]], [[7.0, 8.0]]]])
+    records = masked_records(stack)
+    moments = records.moments()
+    assert moments.counts == (3, 3) and moments.count == 4
+    assert [float(m) for m in moments.mean()] == [13 / 3, 14 / 3]
+
+
+def test_joining_batches_with_and_without_valid_counts_keeps_every_count():
+    from normstats.maths.masked import masked_records
+
+    plain = records_from_stack(np.ones((2, 1, 3, 2), np.uint16))
+    with_nodata = masked_records(np.array([[[[0, 1], [1, 1], [1, 0]]]], np.uint16), nodata=0)
+    for parts, counts in (([plain, with_nodata], [[3, 3], [3, 3], [2, 2]]),
+                          ([with_nodata, plain], [[2, 2], [3, 3], [3, 3]])):
+        joined = concat_records(parts)
+        assert joined.valid.tolist() == counts and len(joined) == 3
+    assert concat_records([plain, plain]).valid is None
+
+
+def test_batches_that_cannot_be_pooled_name_the_rasters_hint():
+    from normstats.maths.masked import masked_records
+    from normstats.maths.records import incompatible
+
+    raster = masked_records(np.zeros((1, 1, 1, 3), np.uint16), raw_units=True)
+    photo = records_from_stack(np.zeros((1, 1, 1, 3), np.uint8))
+    for a, b in ((raster, photo), (photo, raster)):
+        assert str(incompatible(a, b)).endswith(
+            "rasters are pooled only with rasters of the same band count and dtype: compute "
+            "them separately")

@@ -151,3 +151,12 @@ def test_a_raster_pooled_with_other_images_is_told_to_compute_them_apart():
         assert str(caught.value).endswith(
             "rasters are pooled only with rasters of the same band count and dtype: compute "
             "them separately")
+
+
+def test_a_summary_merged_with_one_without_cross_sums_has_none():
+    stack = np.arange(12, dtype=np.uint8).reshape(1, 2, 2, 3)
+    with_cross = summarize(records_from_stack(stack, cross=True))
+    without = summarize(records_from_stack(stack))
+    assert with_cross.cross is not None
+    assert with_cross.merge(without).cross is None and without.merge(with_cross).cross is None
+    assert with_cross.merge(with_cross).cross == tuple(2 * v for v in with_cross.cross)

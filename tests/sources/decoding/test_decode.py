@@ -283,3 +283,55 @@ def test_errors_from_pillows_path_name_the_file(monkeypatch):
     with pytest.raises(UnreadableInputError) as raised:
         decode_bytes(bytes(damaged[:-100]), "cats/cut.tif", DecodePolicy())
     assert str(raised.value).startswith("cats/cut.tif: truncated or corrupt image data (")
+
+
+def test_the_policy_s_transforms_on_a_decoded_image():
+    """A resize is refused only where it would blend left-out values into valid ones (a
+    mask, or a raster's nodata); it keeps the channel names (CMYK resamples as CMYK) and
+    names the file in its errors."""
+    from normstats.errors import RefusedInputError
+    from normstats.sources.decoding.decode import _transformed
+    from normstats.sources.decoding.policy import DecodedImage
+    from normstats.sources.decoding.transforms import apply_transforms
+
+    rng = np.random.default_rng(5)
+    grey = rng.integers(0, 256, (6, 8, 1), dtype=np.uint8)
+    resize = DecodePolicy("keep", resize=3)
+    for image in (DecodedImage(grey, ("L",), nodata=0.0),  # nodata of a colour image
+                  DecodedImage(grey, ("L",), raster=True)):  # a raster without nodata
+        out = _transformed(image, resize, "m.tif")
+        assert out.pixels.tolist() == apply_transforms(grey, ("L",), 3, None).tolist()
+    for image in (DecodedImage(grey, ("L",), mask=np.zeros((6, 8, 1), bool)),
+                  DecodedImage(grey, ("L",), nodata=0.0, raster=True)):
+        with pytest.raises(UnreadableInputError) as raised:
+            _transformed(image, resize, "m.tif")
+        assert str(raised.value) == (
+            "m.tif: Resize would blend nodata or masked values into valid pixels: crop only "
+            "(--center-crop), or compute the raster unresized")
+    cmyk = rng.integers(0, 256, (6, 8, 4), dtype=np.uint8)
+    cmyk[:, :, 3] = rng.integers(0, 40, (6, 8))  # alpha would weigh these, K does not
+    out = _transformed(DecodedImage(cmyk, ("C", "M", "Y", "K")), resize, "c.jpg")
+    assert out.pixels.tolist() == apply_transforms(cmyk, ("C", "M", "Y", "K"), 3,
+                                                   None).tolist()
+    assert out.pixels.tolist() != apply_transforms(cmyk, ("R", "G", "B", "A"), 3,
+                                                   None).tolist()
+    with pytest.raises(RefusedInputError) as raised:
+        _transformed(DecodedImage(np.zeros((1, 50, 1), np.uint8), ("L",)),
+                     DecodePolicy("keep", resize=4, max_pixels=799), "thin.png")
+    assert str(raised.value).startswith("thin.png: Resize(4) makes it 4x200 = 800 pixels")
+
+
+def test_a_bigtiff_raster_under_a_colour_mode_is_named_as_one():
+    import tifffile
+
+    from normstats.sources.decoding.decode import _raster_refused
+    from normstats.sources.decoding.tiff_header import tiff_layout
+
+    buffer = io.BytesIO()
+    tifffile.imwrite(buffer, np.zeros((2, 2, 5), np.uint16), bigtiff=True, photometric="minisblack",
+                     planarconfig="contig")
+    data = buffer.getvalue()
+    assert tiff_layout(data) is None  # a BigTIFF's directory is not read by the header walk
+    assert str(_raster_refused(data, "b.tif", DecodePolicy("L"))) == (
+        "b.tif: TIFF raster (a BigTIFF): the L policy converts colour images and would drop "
+        "bands or clip them; use --mode keep to compute its bands")

@@ -194,3 +194,49 @@ def test_the_smallest_limits_are_allowed():
     assert (policy.mode, policy.max_pixels, policy.max_file_bytes, policy.center_crop) == \
         ("RGB", 1, 1, 1)
     assert DecodePolicy("RGB", max_pixels=np.int64(7)).max_pixels == 7
+
+
+def test_a_16_bit_pgm_is_kept_at_its_depth():
+    data = encode(Image.fromarray(np.array([[0, 65535], [7, 300]], np.uint16)), "PPM")
+    assert Image.open(io.BytesIO(data)).mode == "I"  # how Pillow opens it
+    decoded = decode_bytes(data, "d.pgm", KEEP)
+    assert decoded.pixels.dtype == np.uint16
+    assert decoded.pixels[:, :, 0].tolist() == [[0, 65535], [7, 300]]
+
+
+def test_native_pixels_of_each_pillow_mode():
+    """What ``keep`` makes of an image Pillow holds in a mode of 32-bit integers (within
+    the 16-bit range, else refused by name), floats, or a palette with alpha."""
+    from normstats.sources.decoding.pillow_pixels import _native_pixels
+
+    edges = _native_pixels(Image.fromarray(np.array([[0, 65535]], np.int32)), b"", "n.pgm")
+    assert edges.dtype == np.uint16 and edges.tolist() == [[0, 65535]]
+    for values in ([[-1, 5]], [[5, 65536]]):
+        with pytest.raises(UnreadableInputError) as raised:
+            _native_pixels(Image.fromarray(np.array(values, np.int32)), b"", "n.pgm")
+        assert str(raised.value) == ("n.pgm: 32-bit integer image outside the 16-bit range is "
+                                     "not supported exactly")
+    floats = _native_pixels(Image.fromarray(np.array([[0.5, -2.0]], np.float32)), b"", "f")
+    assert floats.dtype == np.float32 and floats.tolist() == [[0.5, -2.0]]
+    with_alpha = _native_pixels(Image.new("PA", (3, 1)), b"", "p")
+    assert with_alpha.shape == (1, 3, 4) and with_alpha.dtype == np.uint8
+    assert _native_pixels(Image.new("P", (3, 1)), b"", "p").shape == (1, 3, 3)
+
+
+def test_deeper_colour_tiffs_pillow_opens_as_8_bit_are_named():
+    import tifffile
+
+    from normstats.sources.decoding.pillow_pixels import _reduced_depth, unidentified_reason
+    from normstats.sources.decoding.tiff_header import describe_layout, tiff_layout
+
+    for bits, dtype in ((16, np.uint16), (8, np.uint8)):
+        buffer = io.BytesIO()
+        tifffile.imwrite(buffer, np.zeros((2, 3, 3), dtype), photometric="rgb")
+        data = buffer.getvalue()
+        image = Image.open(io.BytesIO(data))
+        assert _reduced_depth(image, data) == ("16-bit colour TIFF" if bits == 16 else None)
+        # read through its directory: a layout, named when Pillow cannot identify it
+        assert unidentified_reason(data) == \
+            f"a TIFF Pillow cannot decode ({describe_layout(tiff_layout(data))})"
+    png = encode(Image.fromarray(np.zeros((2, 2, 3), np.uint8)), "PNG")
+    assert _reduced_depth(Image.open(io.BytesIO(png)), png) is None

@@ -165,6 +165,7 @@ def test_sizes_whose_every_output_is_over_max_pixels_are_option_errors(tmp_path,
      [[2, 3, 4], [7, 8, 9], [12, 13, 14]]),               # the height fits exactly
     ([[0, 1, 2, 3]] * 4, 1, [[2]]),                       # round(1.5) = 2: half to even
     ([[0, 1, 2]] * 3, 2, [[0, 1], [0, 1]]),               # round(0.5) = 0
+    ([[1, 2], [3, 4], [5, 6], [7, 8]], 3, [[1, 2, 0], [3, 4, 0], [5, 6, 0]]),  # height fits
 ])
 def test_center_crop_is_torchvisions_pad_then_crop(rows, size, expected):
     """Hand-computed: torchvision pads (floor half top/left, ceiling half bottom/right) where
@@ -235,3 +236,34 @@ def test_a_resize_over_max_pixels_names_the_image():
     assert str(raised.value).startswith("thin.png: Resize(4) makes it 4x200 = 800 pixels")
     assert apply_transforms(np.zeros((1, 50, 1), np.uint8), ("L",), 4, None, "thin.png",
                             800).shape == (4, 200, 1)
+
+
+def test_an_unnamed_image_is_called_image_in_errors():
+    from normstats.errors import UnreadableInputError
+    from normstats.sources.decoding.transforms import apply_transforms
+
+    with pytest.raises(UnreadableInputError) as raised:
+        apply_transforms(np.zeros((4, 4, 1), np.int16), ("L",), 2, None)
+    assert str(raised.value) == "image: cannot resize 1-channel int16 images"
+
+
+def test_a_transformed_source_decodes_with_both_sizes_checked_by_name(tmp_path):
+    from normstats.sources.decoding.transforms import transformed_source
+    from normstats.sources.folder import FolderSource
+
+    Image.new("RGB", (8, 6)).save(tmp_path / "a.png")
+    source = FolderSource(tmp_path)
+    both = transformed_source(source, 4, 2)
+    assert (both.policy.resize, both.policy.center_crop, both.mode) == \
+        (4, 2, "RGB, Resize(4), CenterCrop(2)")
+    assert source.policy.resize is None  # a copy
+    assert transformed_source(source, None, None) is source
+    for resize, crop, message in ((0, None, "resize must be a positive integer, got 0"),
+                                  (None, -1, "center_crop must be a positive integer, got -1")):
+        with pytest.raises(InvalidOptionError) as raised:
+            transformed_source(source, resize, crop)
+        assert str(raised.value) == message
+    with pytest.raises(InvalidOptionError) as raised:
+        normstats.compute(np.zeros((2, 4, 4, 3), np.uint8), center_crop=2)
+    assert str(raised.value).startswith("--resize and --center-crop apply to image files "
+                                        "(folders, tar shards), not to ")
