@@ -23,6 +23,7 @@ import numpy as np
 
 from normstats.engine.cache.plan import CachedFailure
 from normstats.engine.cache.segment import (
+    DIGEST_NAME,
     MARKER_LIMIT,
     add_to_digest,
     field_dtype,
@@ -112,7 +113,7 @@ def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[Recor
     name = new_segment_name()
     if not parts:
         header = segment_header(name, None, tuple(failures))
-        store.commit(name, {**header, "digest": "sha256:" + header_digest(header).hexdigest()})
+        store.commit(name, {**header, "digest": DIGEST_NAME + header_digest(header).hexdigest()})
         return WrittenSegment(name, np.zeros(0, np.int64))
     kinds = {part.signature for part in parts}
     if len(kinds) > 1:
@@ -142,7 +143,7 @@ def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[Recor
         add_to_digest(digest, field, values)
         write_array(folder / field, values, compress)
         del values
-    store.commit(name, {**header, "digest": "sha256:" + digest.hexdigest()})
+    store.commit(name, {**header, "digest": DIGEST_NAME + digest.hexdigest()})
     return WrittenSegment(name, rows)
 
 

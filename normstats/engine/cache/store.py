@@ -8,7 +8,7 @@ Layout of a cache directory (see ``docs/cache.md``)::
         segments/<segment>/            zarr group: one array per record field, one chunk each
         markers/<segment>.json         completion marker, written after the data
 
-A segment counts only when its marker exists and the SHA-256 digest in the marker
+A segment counts only when its marker exists and the BLAKE2b digest in the marker
 matches the arrays read back, so a half-written, truncated or deleted chunk or
 metadata file is never read as fill values: its files are simply decoded again
 (`normstats.engine.cache.segment` reads segments, refusing files that are not regular
@@ -19,7 +19,6 @@ into place.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import os
@@ -42,6 +41,7 @@ from normstats.engine.cache.segment import (  # FORMAT and LoadedSegment: re-exp
     FORMAT,
     DamagedFile,
     LoadedSegment,
+    blake2b,
     read_cache_json,
     read_segment,
     segment_arrays,
@@ -133,7 +133,7 @@ def decoder_versions() -> dict[str, str]:
 def group_name(identity: dict) -> str:
     """A readable, unique folder name: ``<root name>-<mode>-<16 hex digits>``."""
     text = json.dumps(identity, sort_keys=True)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    digest = blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(identity["root"]))[:40] or "root"
     return f"{slug}-{identity['policy'].get('mode', 'x')}-{digest}"
 
