@@ -155,6 +155,7 @@ class DatasetCache:
         self.segments_dir = self.path / "segments"
         self.markers_dir = self.path / "markers"
         self._lock_fd: int | None = None
+        self._emptying: Any = None  # the thread of `empty_trash`, joined by `unlock`
         #: What the last `load` found damaged, one line each (relative paths).
         self.problems: list[str] = []
 
@@ -198,6 +199,12 @@ class DatasetCache:
         return lock_holder(self.path / "lock")
 
     def unlock(self) -> None:
+        """Wait for `empty_trash`'s deletions, then release the group's lock: when a run
+        returns, nothing of it is still changing the cache folder (a caller may copy,
+        move or delete it next)."""
+        if self._emptying is not None:
+            self._emptying.join()
+            self._emptying = None
         if self._lock_fd is not None:
             release_lock(self._lock_fd)
             self._lock_fd = None
@@ -253,9 +260,9 @@ class DatasetCache:
         """Delete every marker, then every segment folder, except ``keep``'s.
 
         The folders are moved into ``trash/<keep>/`` (a rename each) and deleted from there
-        by a background thread (`empty_trash`): removing folders is what a file system is
-        slowest at (~3 ms each on some), and the run need not wait for it. What a process
-        ends before deleting, the next run that writes deletes.
+        by a background thread (`empty_trash`) that `unlock` waits for: removing folders is
+        what a file system is slowest at (~3 ms each on some). What a process ends before
+        deleting (killed), the next run that writes deletes.
         """
         for path in self.markers_dir.iterdir():
             if path.name != f"{keep}.json":
@@ -268,16 +275,20 @@ class DatasetCache:
         self.empty_trash()
 
     def empty_trash(self) -> None:
-        """Delete what `remove_all_but` moved aside, in a background thread that nothing
-        waits for (it waits on the disk, not the processor)."""
+        """Delete what `remove_all_but` moved aside, in a background thread (it waits on
+        the disk, not the processor) that `unlock` joins: at the start of a run it
+        overlaps the run's work."""
         folders = _listing(self.path / TRASH)
         if folders:  # left by a compaction: a warm run has none, and loads neither module
             import shutil
             import threading
 
-            threading.Thread(target=lambda: [shutil.rmtree(f, ignore_errors=True)
-                                             for f in folders],
-                             name="normstats-cache-trash", daemon=True).start()
+            if self._emptying is not None:
+                self._emptying.join()
+            self._emptying = threading.Thread(
+                target=lambda: [shutil.rmtree(f, ignore_errors=True) for f in folders],
+                name="normstats-cache-trash", daemon=True)
+            self._emptying.start()
 
 
 def new_segment_name() -> str:

@@ -140,23 +140,21 @@ def test_records_answering_one_file_twice_are_not_written(tmp_path):
     assert loaded(store) == []
 
 
-def test_replaced_segments_are_moved_aside_then_deleted_in_the_background(tmp_path,
-                                                                          monkeypatch):
+def test_replaced_segments_are_moved_aside_and_deleted_before_the_run_returns(tmp_path,
+                                                                              monkeypatch):
     """The compaction only renames the folders it replaces; a background thread deletes
-    them (and the next run that writes deletes what a process ended before deleting)."""
+    them (and the next run that writes deletes what a process ended before deleting), and
+    the run waits for it before it returns: a caller that copies or deletes the cache next
+    (as `shutil.rmtree` in a benchmark did) never races the deletion."""
     folder = make_folder(tmp_path / "data", 12)
     monkeypatch.setattr(writer_module, "FLUSH_ROWS", 3)
     normstats.compute(folder, cache=tmp_path / "c", workers=1, task_size=2)
     store = DatasetCache.open(tmp_path / "c", str(folder), DecodePolicy())
     assert len([p for p in store.segments_dir.iterdir() if p.is_dir()]) == 1
-    for thread in threading.enumerate():
-        if thread.name == "normstats-cache-trash":
-            thread.join()
+    assert "normstats-cache-trash" not in [thread.name for thread in threading.enumerate()]
     assert list((store.path / "trash").iterdir()) == []
     leftover = store.path / "trash" / "killed-run" / "some-segment"
     leftover.mkdir(parents=True)
     assert normstats.compute(folder, cache=tmp_path / "c", workers=1).images_decoded == 0
-    for thread in threading.enumerate():
-        if thread.name == "normstats-cache-trash":
-            thread.join()
+    assert "normstats-cache-trash" not in [thread.name for thread in threading.enumerate()]
     assert list((store.path / "trash").iterdir()) == []
