@@ -70,7 +70,7 @@ def group_info(path: Path) -> GroupInfo | None:
 
 def _bytes_under(folder: Path) -> int:
     """Bytes of the regular files under ``folder`` (links not followed). Files may vanish
-    meanwhile (a compaction's replaced segments are deleted in the background): those
+    meanwhile (another process's compaction deletes the segments it replaced): those
     count as gone, never as an error."""
     total, pending = 0, [os.fspath(folder)]
     while pending:
