@@ -214,7 +214,10 @@ def _finish(store: DatasetCache, source: FolderSource, decision: CachePlan,
     exactly the current files' entries when it is not already that."""
     live = len(decision.segments_used) + writer.segments + writer.has_pending
     writer.close()
-    if writer.store is None or not needs_compaction(live, decision.stale, junk):
+    # The run's own commits are packed and uncompressed, cheap to write; the compaction
+    # rewrites them as the compressed arrays, one file each, that later runs read.
+    if writer.store is None or not (writer.segments or needs_compaction(live, decision.stale,
+                                                                         junk)):
         return
     by_name = {s.index.name: s.records for s in segments}
     reused = [RecordRows(by_name[name], listed, rows)

@@ -50,7 +50,7 @@ __all__ = ["FORMAT", "LoadedSegment", "DamagedFile", "segment_arrays", "segment_
            "segment_header", "header_digest", "add_to_digest", "DIGEST_NAME", "blake2b",
            "record_layout", "field_dtype",
            "read_segment", "read_cache_json", "check_segment_files", "METADATA_LIMIT",
-           "MARKER_LIMIT"]
+           "MARKER_LIMIT", "PACKED", "field_shape", "packed_names", "packed_field_range"]
 
 #: 2: files keyed on their stamp too (inode and ctime), groups on every decoder's version.
 #: 3: each cached failure carries its kind (a `SkipKind`) after its reason.
@@ -59,7 +59,11 @@ __all__ = ["FORMAT", "LoadedSegment", "DamagedFile", "segment_arrays", "segment_
 #: that asked for the covariance, the valid values per channel (``valid``) of records with
 #: nodata left out; and ``raw_units: true`` marks records of rasters reported in raw units.
 #: 5: segments are digested with BLAKE2b-256 (``"blake2b:<64 hex>"``) instead of SHA-256.
-FORMAT = 5
+#: 6: a segment committed during a run (uncompressed) may keep its arrays packed in one
+#: uint8 array ``packed`` (its marker says ``"packed": true``; `packed_names`).
+FORMAT = 6
+#: The one array of a packed segment.
+PACKED = "packed"
 #: The prefix of a segment's digest in its marker.
 DIGEST_NAME = "blake2b:"
 
@@ -189,13 +193,83 @@ def read_segment(segments_dir: Path, marker_path: Path) -> LoadedSegment | None:
 def _read_arrays(folder: Path, marker: dict) -> dict[str, np.ndarray]:
     if marker["rows"] == 0:
         return {}
+    names = segment_names(marker)
+    rows, channels = int(marker["rows"]), len(marker["channels"])
+    if marker.get("packed") is True:
+        metadata = check_segment_files(folder, [PACKED], rows, channels, packing=names)
+        return _unpacked(_array(folder / PACKED, metadata[PACKED]), names, rows, channels)
+    metadata = check_segment_files(folder, names, rows, channels)
+    # Each array read by its own (checked) metadata, not through the group's zarr.json.
+    return {name: _array(folder / name, metadata[name]) for name in names}
+
+
+def segment_names(marker: dict) -> tuple[str, ...]:
+    """The arrays of the segment a (parsed) marker describes; `ValueError` for optional
+    arrays its kind of records does not have."""
     optional = marker.get("optional", [])
     if not isinstance(optional, list) or not set(optional) <= set(_OPTIONAL[marker["kind"]]):
         raise ValueError("the marker names arrays a segment does not hold")
-    names = ("path_bytes", "size", "mtime_ns", "stamp", *_FIELDS[marker["kind"]], *optional)
-    metadata = check_segment_files(folder, names, int(marker["rows"]), len(marker["channels"]))
-    # Each array read by its own (checked) metadata, not through the group's zarr.json.
-    return {name: _array(folder / name, metadata[name]) for name in names}
+    return ("path_bytes", "size", "mtime_ns", "stamp", *_FIELDS[marker["kind"]], *optional)
+
+
+def field_shape(name: str, rows: int, channels: int) -> tuple[int, ...]:
+    """The shape of a segment's array ``name`` (any but ``path_bytes``, a flat blob) for
+    ``rows`` records of ``channels`` channels.
+
+    Examples
+    --------
+    >>> field_shape("sums", 5, 3), field_shape("pixels", 5, 3), field_shape("cross_sums", 5, 3)
+    ((5, 3), (5,), (5, 3))
+    """
+    if name in _PER_ROW:
+        return (rows,)
+    return (rows, channels * (channels - 1) // 2 if name in _PER_PAIR else channels)
+
+
+def packed_names(names: Sequence[str]) -> list[str]:
+    """The order a packed segment keeps arrays ``names`` in: the 8-byte arrays by name,
+    then ``path_bytes``, the one of variable length; each 8-byte array starts on an
+    8-byte boundary, at an offset the marker's row and channel counts fix.
+
+    Examples
+    --------
+    >>> packed_names(["path_bytes", "size", "mtime_ns", "stamp", "pixels"])
+    ['mtime_ns', 'pixels', 'size', 'stamp', 'path_bytes']
+    """
+    return [*sorted(name for name in names if name != "path_bytes"), "path_bytes"]
+
+
+def packed_field_range(names: Sequence[str], field: str, rows: int, channels: int
+                       ) -> tuple[int, int]:
+    """Where array ``field`` (not ``path_bytes``) of a packed segment of arrays ``names``
+    lies in its ``packed`` array: (first byte, byte count).
+
+    Examples
+    --------
+    >>> packed_field_range(["path_bytes", "size", "mtime_ns", "stamp"], "size", 4, 3)
+    (32, 32)
+    """
+    start = 0
+    for name in packed_names(names)[:-1]:
+        size = 8 * math.prod(field_shape(name, rows, channels))
+        if name == field:
+            return start, size
+        start += size
+    raise KeyError(field)
+
+
+def _unpacked(packed: np.ndarray, names: Sequence[str], rows: int, channels: int
+              ) -> dict[str, np.ndarray]:
+    """The arrays of a packed segment: views of ``packed`` (read by `_array`, whose size
+    `check_segment_files` bounded), the paths being the bytes after the last 8-byte array."""
+    arrays, start = {}, 0
+    for name in packed_names(names)[:-1]:
+        shape = field_shape(name, rows, channels)
+        size = 8 * math.prod(shape)
+        arrays[name] = packed[start:start + size].view(field_dtype(name)).reshape(shape)
+        start += size
+    arrays["path_bytes"] = packed[start:]
+    return arrays
 
 
 #: Records are checked this many rows at a time: the checks' temporaries (a dozen arrays of
@@ -263,7 +337,7 @@ _PER_PAIR = frozenset({"cross_sums", "co_moments"})
 _DTYPES = {"path_bytes": "uint8", "size": "int64", "mtime_ns": "int64", "stamp": "int64",
            "pixels": "int64", "minimum": "float64", "maximum": "float64", "sums": "int64",
            "sums_sq": "int64", "means": "float64", "residuals": "float64", "m2s": "float64",
-           "cross_sums": "int64", "co_moments": "float64", "valid": "int64"}
+           "cross_sums": "int64", "co_moments": "float64", "valid": "int64", PACKED: "uint8"}
 
 
 class DamagedFile(ValueError):
@@ -307,7 +381,7 @@ def read_cache_json(path: Path, limit: int = METADATA_LIMIT) -> Any:
 
 
 def check_segment_files(folder: Path, names: Sequence[str], rows: int,
-                        channels: int) -> dict[str, Any]:
+                        channels: int, packing: Sequence[str] = ()) -> dict[str, Any]:
     """Raise `DamagedFile` unless every file zarr may read for arrays ``names`` of the
     segment ``folder`` is a regular file within the size the marker implies; return each
     array's (checked) ``zarr.json``.
@@ -324,17 +398,24 @@ def check_segment_files(folder: Path, names: Sequence[str], rows: int,
     for name in names:
         array = folder / name
         metadata[name] = read_cache_json(array / "zarr.json")
-        limit = _array_bytes(array, metadata[name], name, rows, channels)
+        limit = _array_bytes(array, metadata[name], name, rows, channels, packing)
         total = 0
         for path in _files_under(array):
             total += _check_file(path, limit - total)
     return metadata
 
 
-def _array_bytes(array: Path, meta: Any, name: str, rows: int, channels: int) -> int:
-    """The most bytes the chunks of a (checked) array's metadata can take on disk."""
+def _array_bytes(array: Path, meta: Any, name: str, rows: int, channels: int,
+                 packing: Sequence[str] = ()) -> int:
+    """The most bytes the chunks of a (checked) array's metadata can take on disk; for
+    the array ``packed``, of a segment of arrays ``packing``."""
     shape = meta.get("shape") if isinstance(meta, dict) else None
-    if name == "path_bytes":
+    if name == PACKED:
+        fixed = sum(8 * math.prod(field_shape(n, rows, channels))
+                    for n in packing if n != "path_bytes")
+        fits = isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) \
+            and fixed < shape[0] <= fixed + rows * _PATH_BYTES_PER_ROW
+    elif name == "path_bytes":
         fits = isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) \
             and 0 < shape[0] <= rows * _PATH_BYTES_PER_ROW
     elif name in _PER_PAIR:
@@ -344,7 +425,7 @@ def _array_bytes(array: Path, meta: Any, name: str, rows: int, channels: int) ->
     if not fits or meta.get("data_type") != _DTYPES.get(name):
         raise DamagedFile(array / "zarr.json", f"describes a {meta.get('data_type')} array "
                           f"of shape {shape}, not the one its segment's marker promises")
-    raw = math.prod(shape) * (1 if name == "path_bytes" else 8)
+    raw = math.prod(shape) * (1 if name in ("path_bytes", PACKED) else 8)
     return raw + raw // 64 + (64 << 10)  # any compressor's worst case, and headers
 
 

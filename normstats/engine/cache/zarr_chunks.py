@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from normstats.sources.decoding.file_read import read_whole_file
+from normstats.sources.decoding.file_read import open_regular, read_whole_file
 
 try:  # libzstd, which imagecodecs bundles (a dependency, for PNG)
     from imagecodecs import zstd_decode, zstd_encode
@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover - without it, zarr reads and writes ever
     zstd_decode = zstd_encode = None
 
 __all__ = ["write_group", "make_group", "write_array", "read_array", "read_written_array",
+           "read_written_bytes",
            "array_metadata",
            "ZSTD_LEVEL"]
 
@@ -160,6 +161,30 @@ def read_written_array(folder: Path, shape: tuple[int, ...], dtype: str = "<i8")
     if len(data) != size:
         raise ValueError(f"{folder}: a chunk of {len(data)} bytes, not {size}")
     return np.frombuffer(data, dtype).reshape(shape)
+
+
+def read_written_bytes(folder: Path, start: int, size: int) -> bytes:
+    """Bytes ``start`` to ``start + size`` of the chunk of a one-dimensional uint8 array this
+    process wrote uncompressed (`write_array` with ``compress=False``): a regular file of at
+    least that many bytes (else `OSError` or `ValueError`), checked before anything is read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp()) / "packed"
+    >>> write_array(folder, np.arange(10, dtype=np.uint8), compress=False)
+    >>> read_written_bytes(folder, 2, 3)
+    b'\\x02\\x03\\x04'
+    """
+    with open_regular(os.fspath(folder / _chunk_key(1, "."))) as handle:  # no FIFO waits
+        info = os.fstat(handle.fileno())
+        if info.st_size < start + size:
+            raise ValueError(f"{folder}: a chunk of {info.st_size:,} bytes, not the "
+                             f"{start + size:,} or more its segment's marker implies")
+        data = os.pread(handle.fileno(), size, start)
+    if len(data) != size:
+        raise ValueError(f"{folder}: {len(data)} bytes read at {start}, not {size}")
+    return data
 
 
 def _chunk_key(dimensions: int, separator: str) -> str:

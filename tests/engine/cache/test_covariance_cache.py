@@ -45,7 +45,7 @@ def test_a_warm_run_is_the_cold_run_without_a_decode(folder, tmp_path):
     assert first == warm == cold and warm.covariance is not None
     assert (first.images_decoded, warm.images_cached, warm.images_decoded) == (24, 24, 0)
     (marker,) = markers(tmp_path / "c")
-    assert marker["format"] == FORMAT == 5 and marker["optional"] == ["cross_sums"]
+    assert marker["format"] == FORMAT == 6 and marker["optional"] == ["cross_sums"]
 
 
 def test_a_cache_without_cross_sums_is_decoded_again_when_they_are_asked(folder, tmp_path):

@@ -109,17 +109,21 @@ def parts(valid: tuple[bool, bool], cross: tuple[bool, bool]) -> list[RecordRows
     return made
 
 
+@pytest.mark.parametrize("compress", [True, False])
 @pytest.mark.parametrize("valid, cross", [((False, False), (True, True)),
                                           ((True, False), (True, False)),
                                           ((False, True), (False, False))])
 def test_a_segment_written_array_by_array_holds_what_joined_records_hold(tmp_path, valid,
-                                                                        cross):
+                                                                        cross, compress):
     """Valid-value counts when any part has them, cross sums only when all do, rows in
-    listing order: `concat_records`, then sorted, one array at a time."""
+    listing order: `concat_records`, then sorted, one array at a time; a commit during a
+    run (not compressed) keeps the same arrays packed in one."""
     files = FileList.from_columns([f"{r}.png" for r in range(6)], np.arange(6), np.arange(6))
     store = DatasetCache.open(tmp_path, str(tmp_path / "data"), DecodePolicy())
     given = parts(valid, cross)
-    write_listed(store, files, given, (), ())
+    written = write_listed(store, files, given, (), (), compress=compress)
+    arrays = sorted(p.name for p in (store.segments_dir / written.name).iterdir() if p.is_dir())
+    assert (arrays == ["packed"]) == (not compress) and len(arrays) >= 1
     (segment,) = loaded(store)
     joined = concat_records([part.records for part in given])
     order = np.argsort(np.concatenate([part.listed for part in given]))
@@ -158,3 +162,55 @@ def test_replaced_segments_are_moved_aside_and_deleted_before_the_run_returns(tm
     assert normstats.compute(folder, cache=tmp_path / "c", workers=1).images_decoded == 0
     assert "normstats-cache-trash" not in [thread.name for thread in threading.enumerate()]
     assert list((store.path / "trash").iterdir()) == []
+
+
+def test_a_compaction_of_packed_commits_equals_one_of_the_records_in_memory(tmp_path):
+    """Rows committed packed during a run (with cross sums: arrays of channel pairs, and
+    valid counts) read back one array at a time from the packed file make the same
+    compressed segment as the same records from memory."""
+    files = FileList.from_columns([f"{r}.png" for r in range(6)], np.arange(6), np.arange(6))
+    given = parts((True, True), (True, True))
+    direct = DatasetCache.open(tmp_path / "a", str(tmp_path / "data"), DecodePolicy())
+    write_listed(direct, files, given, (), ())
+    staged = DatasetCache.open(tmp_path / "b", str(tmp_path / "data"), DecodePolicy())
+    commits = [write_listed(staged, files, [part], (), (), compress=False) for part in given]
+    final = write_listed(staged, files, (), commits, ())
+    (expected,) = loaded(direct)
+    (got,) = [s for s in loaded(staged) if s.index.name == final.name]
+    for field in expected.records.array_fields():
+        assert np.array_equal(getattr(got.records, field), getattr(expected.records, field)), \
+            field
+    assert got.index.paths == expected.index.paths
+
+
+@pytest.mark.parametrize("damage", ["truncated", "longer", "fifo", "shape"])
+def test_a_damaged_packed_commit_is_refused_before_it_is_read(tmp_path, damage):
+    """The packed file of a commit a killed run left: cut short, grown, replaced by a FIFO
+    (never opened for reading: it would wait forever), or its zarr.json promising more
+    bytes than the marker's rows allow: the segment is not used (decoded again)."""
+    import os
+
+    from normstats.engine.cache.segment import DamagedFile
+
+    files = FileList.from_columns([f"{r}.png" for r in range(6)], np.arange(6), np.arange(6))
+    store = DatasetCache.open(tmp_path, str(tmp_path / "data"), DecodePolicy())
+    written = write_listed(store, files, parts((False, False), (False, False)), (), (),
+                           compress=False)
+    packed = store.segments_dir / written.name / "packed"
+    chunk = packed / "c.0"
+    data = chunk.read_bytes()
+    if damage == "truncated":
+        chunk.write_bytes(data[:-9])
+    elif damage == "longer":
+        chunk.write_bytes(data + b"\0" * 8)
+    elif damage == "fifo":
+        chunk.unlink()
+        os.mkfifo(chunk)
+    else:
+        meta = (packed / "zarr.json").read_text()
+        (packed / "zarr.json").write_text(meta.replace(f"[{len(data)}]", f"[{10**9}]"))
+    marker = store.markers_dir / f"{written.name}.json"
+    try:
+        assert read_segment(store.segments_dir, marker) is None
+    except DamagedFile:
+        assert damage in ("fifo", "shape")
