@@ -163,7 +163,13 @@ class SegmentWriter:
         smallest key's (a task's files); `KeyError` for a key not listed."""
         first = self._find(min(keys)) if keys else None
         if first is not None:
-            window = dict(zip(self.files[first:first + span].paths(), count(first)))
+            files = self.files[first:first + span]
+            if len(keys) == len(files) and files.joined_paths().tobytes() == \
+                    "\0".join(keys).encode("utf-8", "surrogatepass"):
+                # the task's files, every one, in listing order: compared as the bytes
+                # the cache stores, without a path string or a dict made
+                return np.arange(first, first + len(keys), dtype=np.int64)
+            window = dict(zip(files.paths(), count(first)))
             rows = np.fromiter(map(window.get, keys, repeat(-1)), np.int64, len(keys))
             if rows.min() >= 0:
                 return rows
