@@ -38,12 +38,7 @@ from normstats.engine.cache.segment import (
     segment_names,
 )
 from normstats.engine.cache.store import DatasetCache, new_segment_name
-from normstats.engine.cache.zarr_chunks import (
-    make_group,
-    read_written_array,
-    read_written_bytes,
-    write_array,
-)
+from normstats.engine.cache.zarr_chunks import make_group, read_written_bytes, write_array
 from normstats.maths.records import Records, has_cross_sums
 from normstats.sources.file_list import FileList
 
@@ -61,7 +56,8 @@ class RecordRows:
 
 @dataclass(frozen=True, eq=False)
 class WrittenSegment:
-    """A segment committed by this run, and the listed file each of its rows answers."""
+    """A segment committed by this run (packed: `write_listed` without ``compress``), and
+    the listed file each of its rows answers."""
 
     name: str
     listed: np.ndarray
@@ -100,13 +96,12 @@ class _Part:
         if self.memory is not None:
             values = getattr(self.memory.records, field)
             return values if self.memory.rows is None else values[self.memory.rows]
-        shape = field_shape(field, len(self.listed), channels)
-        if self.marker.get("packed") is True:  # only this array's bytes of the one file
-            start, size = packed_field_range(segment_names(self.marker), field,
-                                             len(self.listed), channels)
-            data = read_written_bytes(self.folder / PACKED, start, size)
-            return np.frombuffer(data, field_dtype(field)).reshape(shape)
-        return read_written_array(self.folder / field, shape, field_dtype(field))
+        # a commit of this run, packed: only this array's bytes of its one file
+        start, size = packed_field_range(segment_names(self.marker), field,
+                                         len(self.listed), channels)
+        data = read_written_bytes(self.folder / PACKED, start, size)
+        return np.frombuffer(data, field_dtype(field)).reshape(
+            field_shape(field, len(self.listed), channels))
 
 
 def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[RecordRows],

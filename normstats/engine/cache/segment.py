@@ -249,26 +249,30 @@ def packed_field_range(names: Sequence[str], field: str, rows: int, channels: in
     >>> packed_field_range(["path_bytes", "size", "mtime_ns", "stamp"], "size", 4, 3)
     (32, 32)
     """
-    start = 0
+    start, shape = _packed_layout(names, rows, channels)[0][field]
+    return start, 8 * math.prod(shape)
+
+
+def _packed_layout(names: Sequence[str], rows: int, channels: int
+                   ) -> tuple[dict[str, tuple[int, tuple[int, ...]]], int]:
+    """The first byte and shape of each 8-byte array of a packed segment of arrays
+    ``names``, in `packed_names` order, and where ``path_bytes`` starts after them."""
+    layout, start = {}, 0
     for name in packed_names(names)[:-1]:
-        size = 8 * math.prod(field_shape(name, rows, channels))
-        if name == field:
-            return start, size
-        start += size
-    raise KeyError(field)
+        shape = field_shape(name, rows, channels)
+        layout[name] = (start, shape)
+        start += 8 * math.prod(shape)
+    return layout, start
 
 
 def _unpacked(packed: np.ndarray, names: Sequence[str], rows: int, channels: int
               ) -> dict[str, np.ndarray]:
     """The arrays of a packed segment: views of ``packed`` (read by `_array`, whose size
     `check_segment_files` bounded), the paths being the bytes after the last 8-byte array."""
-    arrays, start = {}, 0
-    for name in packed_names(names)[:-1]:
-        shape = field_shape(name, rows, channels)
-        size = 8 * math.prod(shape)
-        arrays[name] = packed[start:start + size].view(field_dtype(name)).reshape(shape)
-        start += size
-    arrays["path_bytes"] = packed[start:]
+    layout, paths = _packed_layout(names, rows, channels)
+    arrays = {name: packed[start:start + 8 * math.prod(shape)].view(field_dtype(name))
+              .reshape(shape) for name, (start, shape) in layout.items()}
+    arrays["path_bytes"] = packed[paths:]
     return arrays
 
 
@@ -411,8 +415,7 @@ def _array_bytes(array: Path, meta: Any, name: str, rows: int, channels: int,
     the array ``packed``, of a segment of arrays ``packing``."""
     shape = meta.get("shape") if isinstance(meta, dict) else None
     if name == PACKED:
-        fixed = sum(8 * math.prod(field_shape(n, rows, channels))
-                    for n in packing if n != "path_bytes")
+        fixed = _packed_layout(packing, rows, channels)[1]
         fits = isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) \
             and fixed < shape[0] <= fixed + rows * _PATH_BYTES_PER_ROW
     elif name == "path_bytes":

@@ -25,7 +25,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -51,6 +51,9 @@ from normstats.engine.cache.zarr_chunks import write_group
 from normstats.maths.records import Records
 from normstats.sources.decoding.policy import DecodePolicy
 from normstats.sources.remote import is_url
+
+if TYPE_CHECKING:  # the thread module is loaded only when there is trash to delete
+    import threading
 
 __all__ = ["CACHE_ENV", "FORMAT", "GROUP_MARKER", "read_group_marker", "DatasetCache",
            "LoadedSegment", "default_cache_dir", "resolve_cache_dir", "cache_enabled_by_default",
@@ -155,7 +158,7 @@ class DatasetCache:
         self.segments_dir = self.path / "segments"
         self.markers_dir = self.path / "markers"
         self._lock_fd: int | None = None
-        self._emptying: Any = None  # the thread of `empty_trash`, joined by `unlock`
+        self._emptying: threading.Thread | None = None  # `empty_trash`'s, joined by `unlock`
         #: What the last `load` found damaged, one line each (relative paths).
         self.problems: list[str] = []
 

@@ -18,22 +18,20 @@ that was right.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from normstats.sources.decoding.file_read import open_regular, read_whole_file
+from normstats.sources.decoding.file_read import open_regular
 
 try:  # libzstd, which imagecodecs bundles (a dependency, for PNG)
     from imagecodecs import zstd_decode, zstd_encode
 except ImportError:  # pragma: no cover - without it, zarr reads and writes every array
     zstd_decode = zstd_encode = None
 
-__all__ = ["write_group", "make_group", "write_array", "read_array", "read_written_array",
-           "read_written_bytes",
+__all__ = ["write_group", "make_group", "write_array", "read_array", "read_written_bytes",
            "array_metadata",
            "ZSTD_LEVEL"]
 
@@ -138,29 +136,6 @@ def read_array(folder: Path, meta: Any) -> np.ndarray | None:
     if len(decoded) != out.size:
         raise ValueError(f"{folder}: a chunk decoding to {len(decoded)} bytes, not {out.size}")
     return values
-
-
-def read_written_array(folder: Path, shape: tuple[int, ...], dtype: str = "<i8") -> np.ndarray:
-    """An array this process wrote uncompressed (`write_array` with ``compress=False``) of
-    a known ``shape`` and 8-byte ``dtype``: one read of its chunk, which must be a regular
-    file of exactly that size (else `OSError` or `ValueError`), and no metadata read.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> folder = Path(tempfile.mkdtemp()) / "sums"
-    >>> write_array(folder, np.arange(6, dtype=np.int64).reshape(2, 3), compress=False)
-    >>> read_written_array(folder, (2, 3)).tolist()
-    [[0, 1, 2], [3, 4, 5]]
-    """
-    size = 8 * math.prod(shape)
-    if size == 0:
-        return np.zeros(shape, np.int64)
-    # an OSError for anything but a regular file of at most that size
-    data = read_whole_file(os.fspath(folder / _chunk_key(len(shape), ".")), size, size)
-    if len(data) != size:
-        raise ValueError(f"{folder}: a chunk of {len(data)} bytes, not {size}")
-    return np.frombuffer(data, dtype).reshape(shape)
 
 
 def read_written_bytes(folder: Path, start: int, size: int) -> bytes:
