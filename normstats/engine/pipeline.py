@@ -153,13 +153,13 @@ def is_small(source: Source) -> bool:
     """
     walk = getattr(source, "walk", None)
     if walk is not None and getattr(source, "root", "").find("://") < 0:
+        if int(walk.files.sizes.sum()) > SMALL_RUN_BYTES:
+            return False  # decided without loading Pillow, which a pool run may never need
         from PIL import Image
 
         # Pillow's limit in this process is the caller's to set: a run allowed more
         # pixels than it goes to the pool, whose workers lift it.
-        limit = Image.MAX_IMAGE_PIXELS or float("inf")
-        return int(walk.files.sizes.sum()) <= SMALL_RUN_BYTES and \
-            source.policy.max_pixels <= limit
+        return source.policy.max_pixels <= (Image.MAX_IMAGE_PIXELS or float("inf"))
     array = getattr(source, "array", None)
     if isinstance(array, np.ndarray) and not isinstance(array, np.memmap):
         return array.nbytes <= SMALL_RUN_BYTES

@@ -69,9 +69,10 @@ def _worker_start(parent: int) -> None:
     runs the graph, which outlives the pool); if the parent died before the call, the
     worker already has a new parent and exits at once. The worker is a process of ours,
     so Pillow's own limit is lifted (the policy's is enforced from each header,
-    `normstats.sources.decoding.decode`) and Pillow's UserWarnings about damaged files,
-    which the skip reasons already word, are silenced. BLAS comes limited to one thread
-    from the parent (`_one_blas_thread`).
+    `normstats.sources.decoding.decode`; Pillow itself loads only with a file that needs
+    it) and Pillow's UserWarnings about damaged files, which the skip reasons already
+    word, are silenced. BLAS comes limited to one thread from the parent
+    (`_one_blas_thread`).
     """
     if sys.platform.startswith("linux"):
         import ctypes
@@ -83,11 +84,10 @@ def _worker_start(parent: int) -> None:
                          name="normstats-orphan-watch").start()
     if os.getppid() != parent:
         os._exit(1)
-    from PIL import Image
+    from normstats.sources.decoding.decode import lift_pillow_limit
 
-    Image.MAX_IMAGE_PIXELS = None
+    lift_pillow_limit()  # no limit, so no DecompressionBombWarning either
     warnings.simplefilter("ignore", UserWarning)
-    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
 
 
 def _one_blas_thread() -> contextlib.AbstractContextManager:

@@ -38,3 +38,50 @@ def test_pool_workers_start_no_blas_thread_and_the_callers_blas_is_restored():
         # one thread, the worker's own (the orphan watchdog thread runs off Linux only)
         assert threads == [1, 1, 1, 1]
     assert blas_threads() == before
+
+
+_POOL_RUN = """
+import json, sys
+import normstats
+import normstats.engine.pipeline as pipeline
+
+pipeline.SMALL_RUN_BYTES = 0  # the pool, however small the folder
+stats = normstats.compute(sys.argv[1], workers=2, task_size=1, cache=False,
+                          max_pixels=10**9)
+print(json.dumps({"pillow_in_parent": "PIL.Image" in sys.modules, "images": stats.images,
+                  "skipped": {s.path: s.reason for s in stats.skipped}}))
+"""
+
+
+def _bmp_header_only(width: int, height: int) -> bytes:
+    """A 24-bit BMP whose header claims width x height pixels, with no pixel data."""
+    import struct
+
+    row = (width * 3 + 3) // 4 * 4
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 24, 0, row * height, 2835,
+                       2835, 0, 0)
+    return b"BM" + struct.pack("<IHHI", 54 + row * height, 0, 0, 54) + info
+
+
+def test_pillow_loads_only_in_the_worker_that_needs_it_with_its_limit_lifted(tmp_path, rng):
+    """A pool run's parent never loads Pillow's image module (~10 ms; the fast paths decode
+    PNG and JPEG), and a worker that loads it for a file lifts Pillow's own limit as it
+    does: a 14,000² BMP allowed by max_pixels reaches the decoder (truncated here) instead
+    of stopping at Pillow's limit of this process."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.reliability_helpers import encode, photo
+
+    for i, fmt in enumerate(("PNG", "JPEG", "PNG", "JPEG")):
+        (tmp_path / f"{i}.{fmt.lower()}").write_bytes(encode(photo(rng, 12, 10), fmt))
+    (tmp_path / "huge.bmp").write_bytes(_bmp_header_only(14_000, 14_000))
+    out = subprocess.run([sys.executable, "-c", _POOL_RUN, str(tmp_path)], check=True,
+                         capture_output=True, text=True).stdout
+    result = json.loads(out)
+    assert result["pillow_in_parent"] is False
+    assert result["images"] == 4
+    assert list(result["skipped"]) == ["huge.bmp"]
+    assert "limit of Pillow" not in result["skipped"]["huge.bmp"]
+    assert "truncated" in result["skipped"]["huge.bmp"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -84,7 +85,25 @@ _PHOTOMETRIC, _PALETTE = 262, 3
 
 __all__ = ["MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
            "decode_file", "decode_bytes", "decode_jpeg_fast", "read_whole_file",
-           "channel_names_for", "DecodedImage", "Scratch", "OutputBuffer"]
+           "channel_names_for", "DecodedImage", "Scratch", "OutputBuffer", "lift_pillow_limit"]
+
+#: Whether this process is a pool worker of normstats' own (`lift_pillow_limit`).
+_pillow_limit_lifted = False
+
+
+def lift_pillow_limit() -> None:
+    """In a process of normstats' own (a pool worker), leave the pixel limit to the
+    policy: Pillow's own limit is lifted now if Pillow is loaded, else as it loads with
+    the first file that needs it (most runs never load it: the fast paths decode PNG and
+    JPEG, and a worker forked from a process without it would spend ~10 ms on the import).
+
+    Never called in the caller's process, whose Pillow settings are the caller's.
+    """
+    global _pillow_limit_lifted
+    _pillow_limit_lifted = True
+    image_module = sys.modules.get("PIL.Image")
+    if image_module is not None:
+        image_module.MAX_IMAGE_PIXELS = None
 
 
 def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
@@ -171,8 +190,10 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
 
     # Thread-safe by design: Pillow's limit (Image.MAX_IMAGE_PIXELS) and the warning filters
     # are module globals shared with the caller's threads, so neither is ever changed here
-    # (the fork pool's workers, processes of our own, set them once: engine.pipeline).
+    # but in the pool's workers, processes of our own (`lift_pillow_limit`).
     # check_size enforces the policy's limit from the header, before a pixel is allocated.
+    if _pillow_limit_lifted:
+        Image.MAX_IMAGE_PIXELS = None
     try:
         with quiet_decoder_logs():  # log lines naming no file: the skip reason says it
             image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
