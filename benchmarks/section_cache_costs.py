@@ -93,7 +93,8 @@ def warm_rounds(folder: Path, cache: Path, rounds: int) -> dict[str, list[float]
 def bench_cache_costs(quick: bool) -> dict:
     """Filling the record cache, the memory it takes, and a warm re-run against the floor."""
     big, small = (20_000, 2_000) if quick else (100_000, 10_000)
-    rounds = 2 if quick else 5  # cold runs alternated: 5 rounds, the fill cost is a few %
+    rounds = 2 if quick else 9  # cold runs alternated: the fill cost is a few %, run to run
+    # noise on two shared cores as much: 9 rounds keep the median steady
     folders = {n: make_photo_png_folder(n, 16)[0].parent.parent for n in (big, small)}
     with tempfile.TemporaryDirectory(prefix="normstats-cache-costs-") as scratch:
         cold = cold_rounds(folders[big], Path(scratch), rounds)
