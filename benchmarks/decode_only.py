@@ -62,7 +62,8 @@ def main() -> None:
     parser.add_argument("folder")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--phases", action="store_true",
-                        help="print the seconds of each phase (JSON) instead of the count")
+                        help="print the seconds of each phase and the CPU time of the process "
+                             "and its workers (JSON) instead of the count")
     args = parser.parse_args()
     listing = time.perf_counter()
     suffix, chunk, work = {"jpeg": (".jpg", 200, _jpeg), "png": (".png", 1000, _png),
@@ -76,8 +77,13 @@ def main() -> None:
         decoded = sum(pool.imap_unordered(work, chunks))
     done = time.perf_counter()
     if args.phases:
+        import resource
+
+        own, workers = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                            resource.RUSAGE_CHILDREN))
         print(json.dumps({"imports": listing - _STARTED, "walk": listed - listing,
-                          "run": done - listed}))
+                          "run": done - listed, "cpu_parent": own.ru_utime + own.ru_stime,
+                          "cpu_workers": workers.ru_utime + workers.ru_stime}))
     else:
         print(decoded)
 

@@ -37,8 +37,9 @@ def _race(commands: dict[str, list[str]], rounds: int) -> dict[str, list[float]]
 
 
 _PHASES = """
-import json, sys, time
+import json, os, sys, time
 start = time.perf_counter()
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the normstats command sets it
 import normstats_cli  # what the normstats command imports before it runs
 from normstats.engine.pipeline import run
 from normstats.sources import open_source
@@ -47,15 +48,20 @@ source = open_source(sys.argv[1])
 walked = time.perf_counter()
 run(source, workers=2)
 done = time.perf_counter()
+import resource
+own, workers = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                    resource.RUSAGE_CHILDREN))
 print(json.dumps({"imports": imported - start, "walk": walked - imported,
-                  "run": done - walked}))
+                  "run": done - walked, "cpu_parent": own.ru_utime + own.ru_stime,
+                  "cpu_workers": workers.ru_utime + workers.ru_stime}))
 """
 
 
 def _phases(command: list[str]) -> dict[str, float]:
     """Where a fresh process's time goes: imports, walk, decoding and reducing as the
-    process reports them, and the rest of its wall time (Python's start-up and exit);
-    medians of three processes, phase by phase."""
+    process reports them, and the rest of its wall time (Python's start-up and exit),
+    with the CPU time of the process and of its workers; medians of three processes,
+    phase by phase."""
     import json
 
     runs = []
@@ -64,7 +70,8 @@ def _phases(command: list[str]) -> dict[str, float]:
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         wall = time.perf_counter() - started
         phases = json.loads(out)
-        runs.append({**phases, "rest": wall - sum(phases.values())})
+        cpu = {name: phases.pop(name) for name in ("cpu_parent", "cpu_workers")}
+        runs.append({**phases, "rest": wall - sum(phases.values()), **cpu})
     return {name: statistics.median(run[name] for run in runs) for name in runs[0]}
 
 
@@ -142,6 +149,13 @@ def bench_processes(quick: bool) -> dict:
                   / values["png_ours_ms_per_image"],
                   jpeg_fixed_gap=intercept - values["jpeg_ceiling_intercept"],
                   png_fixed_gap=values["png_ours_intercept"] - values["png_ceiling_intercept"])
+    # the time each parent spends before its workers start (its imports and its listing),
+    # normstats' less the ceiling's, against the whole processes' difference
+    for kind in ("jpeg", "png"):
+        start = {who: values[f"{kind}_{who}_imports"] + values[f"{kind}_{who}_walk"]
+                 for who in ("ours", "ceiling")}
+        values[f"{kind}_start_gap"] = start["ours"] - start["ceiling"]
+        values[f"{kind}_whole_gap"] = med[names[f"{kind}_ours"]] - med[names[f"{kind}_ceiling"]]
     # the fixed cost over the ceiling's that 95% of its whole process leaves room for
     values.update(jpeg_fixed_room=med[names["jpeg_ceiling"]] / 0.95
                   - med[names["jpeg_ceiling"]],
@@ -149,7 +163,9 @@ def bench_processes(quick: bool) -> dict:
     table = {"columns": [["whole process", ""], ["median s", "{:.3f}"],
                          ["min–max s", "{:.3f}"], ["images/s", "{:,.0f}"]], "rows": rows}
     labels = {"imports": "imports", "walk": "listing the folder",
-              "run": "decoding (and reducing)", "rest": "Python start-up and exit"}
+              "run": "decoding (and reducing)", "rest": "Python start-up and exit",
+              "cpu_parent": "CPU time of the parent process (s)",
+              "cpu_workers": "CPU time of the two workers (s)"}
     where = {"columns": [["phase (medians, s)", ""], ["JPEG: normstats", "{:.3f}"],
                          ["JPEG: ceiling", "{:.3f}"], ["PNG: normstats", "{:.3f}"],
                          ["PNG: ceiling", "{:.3f}"]],
@@ -163,12 +179,6 @@ def bench_processes(quick: bool) -> dict:
                      "process", values["jpeg_share"], ">=", 0.95, "{:.1%}"),
                 goal(f"{pngs:,} photo-like PNGs 32², whole processes: ≥ 95% of the libpng "
                      "decode-only process", values["png_share"], ">=", 0.95, "{:.1%}"),
-                goal(f"per image (slope of time over {values['intercept_sizes']} JPEGs): "
-                     "≥ 95% of the decode-only process's rate", values["jpeg_rate_share"],
-                     ">=", 0.95, "{:.1%}"),
-                goal(f"per image (slope of time over {values['png_sizes']} PNGs 32²): "
-                     "≥ 95% of the decode-only process's rate", values["png_rate_share"],
-                     ">=", 0.95, "{:.1%}"),
                 goal(f"fixed cost of a run: intercept of time over images "
                      f"({values['intercept_sizes']} JPEGs) ≤ 0.2 s", intercept, "<=", 0.2,
                      "{:.3f} s")]}
