@@ -31,6 +31,11 @@ from normstats_cli.manifests import compute_manifest_from_cli, manifests_command
 
 __all__ = ["main", "run"]
 
+#: Whether ``compute`` walks a folder in a child while it loads the rest
+#: (`normstats.sources.walk_ahead`): only in the command's own process (`run`), never
+#: where `main` is called inside another program (a test runner, a notebook).
+_walk_ahead = False
+
 class _Group(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         click.ClickException.show = _show_one_line  # type: ignore[method-assign]
@@ -112,6 +117,24 @@ def compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None,
     of the same name, but the printing ones (--json, --variant, --to, --bgr), --no-cache
     (cache=False), --manifest/--root, and --mean-image/--mean-image-std, which take the
     file to write the array to (mean_image=True) and --overwrite to replace it."""
+    if _walk_ahead and len(paths) == 1 and not manifest:
+        # the folder is walked in a child while this process loads numpy and normstats
+        from normstats.sources import walk_ahead
+
+        walk_ahead.start(paths[0])
+    try:
+        _compute(paths, as_json, variant, to, bgr, manifest, root, no_cache, overwrite,
+                 arguments)
+    finally:
+        if _walk_ahead:
+            from normstats.sources import walk_ahead
+
+            walk_ahead.discard()
+
+
+def _compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None, bgr: bool,
+             manifest: str | None, root: str | None, no_cache: bool, overwrite: bool,
+             arguments: dict[str, Any]) -> None:
     import normstats
 
     if to and as_json:
@@ -208,10 +231,16 @@ def run() -> None:
     (`normstats.engine.process_pool`), and OpenBLAS otherwise starts a thread per core as
     numpy loads, which spins for ~0.1 s beside the run (~50 ms of CPU taken from the walk
     or the decoding workers). It must be set before numpy loads, so here.
+
+    A folder given to ``compute`` is walked in a forked child while this process loads
+    numpy and normstats (`normstats.sources.walk_ahead`): the listing, a ``stat`` a file,
+    no longer waits for the imports, nor they for it.
     """
     import gc
 
+    global _walk_ahead
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    _walk_ahead = True
     try:
         main()
     finally:

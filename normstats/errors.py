@@ -12,6 +12,7 @@ programs (the record cache among them) decide by the type or by ``Skipped.kind``
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import ClassVar
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "AccessError",
     "InvalidOptionError",
     "SkipKind",
+    "Skipped",
     "input_error",
     "OUT_OF_MEMORY_REASON",
 ]
@@ -73,6 +75,37 @@ class SkipKind(enum.StrEnum):
     TRANSIENT = "transient"
     DUPLICATE = "duplicate"
     ACCESS = "access"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An input that could not be used, why, and what kind of failure that is.
+
+    ``path`` names the input (``a/1.jpg``, ``shard.tar:member``, ``array[3]``); ``reason``
+    says why, for people; ``kind`` (a `SkipKind`) is what programs decide by: the input's
+    content, a refusal, the moment (transient), or a second name of an input already read.
+
+    Examples
+    --------
+    >>> Skipped("train/cat/1.jpg", "truncated JPEG").to_dict()
+    {'path': 'train/cat/1.jpg', 'reason': 'truncated JPEG', 'kind': 'unreadable'}
+    >>> Skipped.from_dict({"path": "a.png", "reason": "permission denied",
+    ...                    "kind": "transient"}).kind
+    <SkipKind.TRANSIENT: 'transient'>
+    """
+
+    path: str
+    reason: str
+    kind: SkipKind = SkipKind.UNREADABLE
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason, "kind": self.kind.value}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> Skipped:
+        # reports written before kinds existed have none: their skips were read as content
+        return cls(str(data["path"]), str(data["reason"]),
+                   SkipKind(data.get("kind", SkipKind.UNREADABLE)))
 
 
 class NormstatsError(ValueError):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from normstats.errors import IncompatibleImagesError, SkipKind
+from normstats.errors import IncompatibleImagesError, Skipped
 from normstats.maths import fused
 from normstats.maths.covariance import float_co_moments, integer_cross_sums
 from normstats.maths.image_moments import MAX_INTEGER_BITS, extrema, float_moments, integer_sums
@@ -36,37 +36,6 @@ __all__ = ["Skipped", "IntegerRecords", "FloatRecords", "Records", "records_from
            "impossible_rows", "MAX_RECORD_PIXELS",
            "concat_records", "default_channel_names", "cross_sums_wanted",
            "wants_cross_sums", "without_cross_sums", "has_cross_sums"]
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """An input that could not be used, why, and what kind of failure that is.
-
-    ``path`` names the input (``a/1.jpg``, ``shard.tar:member``, ``array[3]``); ``reason``
-    says why, for people; ``kind`` (a `SkipKind`) is what programs decide by: the input's
-    content, a refusal, the moment (transient), or a second name of an input already read.
-
-    Examples
-    --------
-    >>> Skipped("train/cat/1.jpg", "truncated JPEG").to_dict()
-    {'path': 'train/cat/1.jpg', 'reason': 'truncated JPEG', 'kind': 'unreadable'}
-    >>> Skipped.from_dict({"path": "a.png", "reason": "permission denied",
-    ...                    "kind": "transient"}).kind
-    <SkipKind.TRANSIENT: 'transient'>
-    """
-
-    path: str
-    reason: str
-    kind: SkipKind = SkipKind.UNREADABLE
-
-    def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason, "kind": self.kind.value}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, str]) -> Skipped:
-        # reports written before kinds existed have none: their skips were read as content
-        return cls(str(data["path"]), str(data["reason"]),
-                   SkipKind(data.get("kind", SkipKind.UNREADABLE)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,13 +10,15 @@ from __future__ import annotations
 from array import array
 from itertools import compress
 from stat import S_ISREG
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from normstats.errors import SkipKind
-from normstats.maths.records import Skipped
+from normstats.errors import SkipKind, Skipped
 from normstats.sources.decoding.file_read import not_regular_reason
-from normstats.sources.file_list import PATH_ENCODING, PATH_ERRORS, FileList, change_stamps
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from normstats.sources.file_list import FileList
 
 __all__ = ["FoundFiles"]
 
@@ -65,19 +67,23 @@ class FoundFiles:
         self.mtimes.extend(_int64s(mtimes))
         self.ctimes.extend(_int64s(ctimes))
 
-    def extend_stats(self, paths: list[str], stats: np.ndarray, skipped: list[Skipped]) -> None:
-        """`extend` from an int64 (n, 6) array of the same fields (the C stat loop's: device
-        and inode as their bits), without a Python object a number."""
-        if not (stats[:, 0] & _FILE_TYPE == _REGULAR).all():  # a FIFO, a device: name it
-            unsigned = stats[:, 1:3].view(np.uint64)
-            self.extend(paths, list(zip(stats[:, 0].tolist(), unsigned[:, 0].tolist(),
-                                        unsigned[:, 1].tolist(), *stats[:, 3:].T.tolist())),
-                        skipped)
+    def extend_stats(self, paths: list[str], stats: array, skipped: list[Skipped]) -> None:
+        """`extend` from an int64 array (``array("q")``) of the same fields, six a file
+        one file after the other (the C stat loop's: device and inode as their bits),
+        without a Python object a number. (The walk runs without numpy: a command walks
+        in a child forked before numpy loads, `normstats.sources.walk_ahead`.)"""
+        modes = stats[0::6]
+        if any(mode & _FILE_TYPE != _REGULAR for mode in modes):  # a FIFO, a device: name it
+            devices, inodes = (array("Q", stats[k::6].tobytes()) for k in (1, 2))
+            self.extend(paths, list(zip(modes, devices, inodes, stats[3::6], stats[4::6],
+                                        stats[5::6])), skipped)
             return
         self._add_paths(paths)
-        for column, values in zip((self.devices, self.inodes, self.sizes, self.mtimes,
-                                   self.ctimes), stats[:, 1:].T):
-            column.frombytes(np.ascontiguousarray(values).tobytes())
+        self.devices.frombytes(stats[1::6].tobytes())
+        self.inodes.frombytes(stats[2::6].tobytes())
+        self.sizes.extend(stats[3::6])
+        self.mtimes.extend(stats[4::6])
+        self.ctimes.extend(stats[5::6])
 
     def _add_paths(self, paths: list[str]) -> None:
         joined = "".join(paths)
@@ -85,6 +91,8 @@ class FoundFiles:
             self.paths += joined.encode()
             self.lengths.extend(array("q", map(len, paths)))
         else:
+            from normstats.sources.file_list import PATH_ENCODING, PATH_ERRORS
+
             encoded = [path.encode(PATH_ENCODING, PATH_ERRORS) for path in paths]
             self.paths += b"".join(encoded)
             self.lengths.extend(array("q", map(len, encoded)))
@@ -92,6 +100,10 @@ class FoundFiles:
     def first_link_of_each_file(self, skipped: list[Skipped]) -> FileList:
         """The files, each physical file once: at its first path (they were found in the
         order of their paths); its other paths go to ``skipped``."""
+        import numpy as np
+
+        from normstats.sources.file_list import FileList, change_stamps
+
         offsets = np.zeros(len(self.lengths) + 1, np.int64)
         np.cumsum(np.frombuffer(self.lengths, np.int64), out=offsets[1:])
         # The buffers are emptied as soon as copied: never both at once, with what follows.
@@ -133,9 +145,12 @@ def _all_distinct(values: np.ndarray) -> bool:
 
     Examples
     --------
+    >>> import numpy as np
     >>> _all_distinct(np.array([3, 1, 2])), _all_distinct(np.array([3, 1, 3]))
     (True, False)
     """
+    import numpy as np
+
     ordered = np.sort(values)
     return not np.any(ordered[1:] == ordered[:-1])
 
@@ -147,11 +162,14 @@ def _first_of_each_identity(devices: np.ndarray, inodes: np.ndarray) -> np.ndarr
 
     Examples
     --------
+    >>> import numpy as np
     >>> _first_of_each_identity(np.array([1, 1, 1], np.uint64), np.array([7, 8, 7], np.uint64))
     array([0, 1, 0])
     >>> _first_of_each_identity(np.array([2, 1, 1], np.uint64), np.array([7, 7, 7], np.uint64))
     array([0, 1, 1])
     """
+    import numpy as np
+
     order = np.lexsort((inodes, devices))  # stable: an identity's files in position order
     devices, inodes = devices[order], inodes[order]
     starts = np.ones(len(order), bool)  # where an identity's first file is, in that order

@@ -19,28 +19,34 @@ the record cache sees an edited, new or removed sidecar as a changed image.
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress, groupby, islice, product
 from operator import attrgetter, not_
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from normstats.errors import SkipKind
-from normstats.maths.records import Skipped
-from normstats.sources.decoding.policy import IMAGE_EXTENSIONS
+from normstats.errors import SkipKind, Skipped
+from normstats.sources.decoding.file_read import IMAGE_EXTENSIONS
 from normstats.sources.decoding.sidecar import SIDECAR_SUFFIXES, sidecar_stamp
-from normstats.sources.file_list import FileList
 from normstats.sources.found_files import FoundFiles
 from normstats.sources.heap import release_free_memory
+
+if TYPE_CHECKING:
+    from normstats.sources.file_list import FileList
 
 try:  # the stat loop in C (POSIX), built with normstats
     from normstats.sources._stat_batch import stat_names as _stat_names
 except ImportError:  # pragma: no cover - a source tree used without pip install, or Windows
     _stat_names = None
 
-__all__ = ["WalkResult", "walk_images", "list_named_files"]
+__all__ = ["WalkResult", "walk_images", "list_images", "list_named_files"]
+
+#: Walks of folders made ahead, by absolute path: each a function that returns the walk
+#: (`list_images`), or None when the folder is to be walked here after all. Only
+#: `normstats.sources.walk_ahead` puts them here, for the command's own process.
+walks_ahead: dict[str, Callable[[], _Walk | None]] = {}
 
 #: Each folder is opened once, then listed and its files stat'ed relative to that
 #: descriptor: a stat looks up one name, not every folder of its path, and the listing
@@ -82,6 +88,8 @@ class WalkResult:
     sidecars: int = 0
 
     def __post_init__(self) -> None:
+        from normstats.sources.file_list import FileList
+
         object.__setattr__(self, "files", FileList.of(self.files))
 
 
@@ -102,6 +110,19 @@ def walk_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = 
     >>> [f.path for f in walk_images(d).files]
     ['a.png']
     """
+    receive = None
+    if confine_to is None and walks_ahead:  # the command's child may have walked it already
+        receive = walks_ahead.pop(os.path.abspath(os.fspath(root)), None)
+    walk = receive() if receive is not None else None
+    return (walk or list_images(root, confine_to)).result()
+
+
+def list_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = None
+                ) -> _Walk:
+    """The walk of `walk_images` up to its end: the image files found (every link), the
+    inputs skipped, the files ignored. Only the standard library and normstats' light
+    modules run here, no numpy: a command runs it in a child it forks before numpy loads
+    (`normstats.sources.walk_ahead`)."""
     walk = _Walk(None if confine_to is None else os.path.realpath(confine_to))
     # Depth first, each folder's files and subfolders in the order of their paths (a
     # subfolder sorts as its name and a separator): files are found in sorted order, so
@@ -113,13 +134,8 @@ def walk_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = 
             pending.extend(reversed(walk.visit(step.folder, step.rel)))
         else:
             walk.add(step)
-    files = walk.found.first_link_of_each_file(walk.skipped)
-    del walk.found
-    # The walk's temporaries (path strings, sort keys, index arrays) would otherwise stay
-    # resident, here and in every decoding worker forked later.
-    release_free_memory()
-    walk.skipped.sort(key=_PATH)
-    return WalkResult(files, tuple(walk.skipped), walk.ignored, walk.sidecars)
+    walk.seen.clear()  # the folders entered: needed no more (nor sent by a child)
+    return walk
 
 
 def list_named_files(root: str, relative_paths: list[str]) -> WalkResult:
@@ -157,6 +173,17 @@ class _Walk:
         self.seen: set[tuple[int, int]] = set()
         self.ignored = 0
         self.sidecars = 0
+
+    def result(self) -> WalkResult:
+        """The finished walk: each physical file once (its first path), the skipped inputs
+        in the order of their paths."""
+        files = self.found.first_link_of_each_file(self.skipped)
+        del self.found
+        # The walk's temporaries (path strings, sort keys, index arrays) would otherwise
+        # stay resident, here and in every decoding worker forked later.
+        release_free_memory()
+        self.skipped.sort(key=_PATH)
+        return WalkResult(files, tuple(self.skipped), self.ignored, self.sidecars)
 
     def visit(self, folder: str, rel: str) -> list[_Step]:
         """List ``folder`` (``rel`` under the root) and stat its image files; return its
@@ -396,7 +423,7 @@ def _stat_files(names: list[str], rel: str, found: FoundFiles, skipped: list[Ski
         batch = names[start:start + _BATCH]
         paths = [rel + name for name in batch] if rel else batch
         if fast:  # the system call and nothing else a file; any failure: by Python, below
-            stats = np.empty((len(batch), 6), np.int64)
+            stats = array("q", bytes(48 * len(batch)))  # six int64s a file
             if fast(dir_fd, batch, stats) == 0:
                 found.extend_stats(paths, stats, skipped)
                 continue

@@ -17,7 +17,7 @@ from oracle import assert_matches_oracle
 from PIL import Image
 
 import normstats
-import normstats.sources.found_files as found_files_module
+import normstats.sources.file_list as file_list_module
 from normstats.engine.cache import store as cache_module
 from normstats_cli import main
 
@@ -89,7 +89,7 @@ def test_verify_cache_finds_what_the_file_system_could_not_show(tmp_path, rng, m
     stamp is 0), a same-size, same-mtime rewrite is served stale: the documented limit.
     ``verify_cache`` decodes cached files again, names the one that changed, and the
     result and the cache then hold its fresh record."""
-    monkeypatch.setattr(found_files_module, "change_stamps", lambda inodes, ctimes: np.zeros(
+    monkeypatch.setattr(file_list_module, "change_stamps", lambda inodes, ctimes: np.zeros(
         len(inodes), np.int64))
     root, cache = tmp_path / "data", tmp_path / "cache"
     images = _bmp_folder(root, rng)

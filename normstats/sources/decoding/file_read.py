@@ -24,7 +24,11 @@ from normstats.errors import RefusedInputError, TransientInputError
 
 __all__ = ["read_whole_file", "read_image_file", "open_regular", "default_file_limit",
            "not_regular_reason", "not_a_dataset_path", "too_large_reason", "BYTES_PER_PIXEL",
-           "METADATA_BYTES"]
+           "METADATA_BYTES", "IMAGE_EXTENSIONS"]
+
+#: The file name extensions (lower case) of the files a folder walk takes as images.
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".dib", ".tif",
+                              ".tiff", ".webp", ".gif", ".ppm", ".pgm", ".pbm", ".pnm"})
 
 #: The most bytes a pixel takes in any image an allowed decoder returns (RGBA, 16-bit).
 BYTES_PER_PIXEL = 8

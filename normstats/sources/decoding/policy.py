@@ -22,7 +22,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from normstats.errors import InvalidOptionError
-from normstats.sources.decoding.file_read import default_file_limit
+from normstats.sources.decoding.file_read import IMAGE_EXTENSIONS, default_file_limit
 from normstats.sources.decoding.transforms import check_transform_sizes, parse_size
 
 __all__ = ["DecodePolicy", "policy_of", "parse_mode", "parse_limit", "parse_nodata",
@@ -32,8 +32,6 @@ __all__ = ["DecodePolicy", "policy_of", "parse_mode", "parse_limit", "parse_noda
 
 MODES = ("RGB", "L", "RGBA", "keep")
 ALLOWED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM")
-IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".dib", ".tif",
-                              ".tiff", ".webp", ".gif", ".ppm", ".pgm", ".pbm", ".pnm"})
 #: Pillow's own default limit (its ``Image.MAX_IMAGE_PIXELS`` as it ships, a test checks),
 #: used unless ``--max-pixels`` says otherwise: written out, so that a run that decodes
 #: nothing (every record from the cache) never imports Pillow's image module (~10 ms).

@@ -1,0 +1,103 @@
+"""Walking a folder in a forked process while the command line loads the rest of normstats.
+
+Before it can do anything with a folder, ``normstats compute`` imports numpy and most of
+normstats (~0.1 s on one core) and lists the folder, a ``stat`` of every file (~0.03 s a
+10,000 files, ~0.3 s a 100,000), one after the other, while the machine's other cores
+wait. The command (`normstats_cli.run`, never a library call) starts the walk first, in
+a child forked before those imports: the child walks the folder with `list_images` (the
+walk of `walk_images`, which needs no numpy) and sends it back through a pipe, and
+`walk_images` in the command's process finishes that walk instead of walking again. The
+listing is the one the process would have made itself: the same code over the same
+folder, a few milliseconds earlier.
+
+Nothing depends on the child: if it fails, is killed, or sends nothing, the process
+walks the folder itself. A walk nobody takes (a path that turns out to be a zarr store,
+an error in the options) is stopped and reaped when the command ends (`discard`). Only
+the walk's own modules (no numpy) load before the fork, so the child is a copy of a
+small process; it never runs the parent's exit handlers (it leaves by ``os._exit``).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+from typing import Any
+
+from normstats.sources import walk as walk_module
+
+__all__ = ["start", "take", "discard"]
+
+#: Children walking: the folder's absolute path to the child's pid and the pipe's read end.
+_children: dict[str, tuple[int, int]] = {}
+
+
+def start(root: str) -> bool:
+    """Fork a child that walks the local folder ``root`` (`list_images`) and sends the
+    walk back, for `walk_images` to take; whether it started (not for anything but an
+    existing folder, nor without ``fork``).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a.png").write_bytes(b"x")
+    1
+    >>> start(str(d)), [f.path for f in take(str(d)).result().files]
+    (True, ['a.png'])
+    """
+    key = _key(root)
+    if not hasattr(os, "fork") or key in _children or not os.path.isdir(root):
+        return False
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: walk, send, leave without the parent's exit handlers
+        os.close(read)
+        code = 1
+        try:
+            data = pickle.dumps(walk_module.list_images(root), protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(write, "wb") as pipe:
+                pipe.write(data)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    _children[key] = (pid, read)
+    walk_module.walks_ahead[key] = lambda: take(key)
+    return True
+
+
+def take(root: str | os.PathLike) -> Any:
+    """The walk (`list_images`) a child made of ``root``, or None when none was started for
+    it or the child sent none (the caller then walks the folder itself)."""
+    key = _key(root)
+    walk_module.walks_ahead.pop(key, None)
+    entry = _children.pop(key, None)
+    if entry is None:
+        return None
+    pid, read = entry
+    try:
+        with os.fdopen(read, "rb") as pipe:
+            data = pipe.read()
+    finally:
+        _, status = os.waitpid(pid, 0)
+    if not data or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        return None
+    # the bytes of a child of this process, pickled by the same code: trusted
+    return pickle.loads(data)
+
+
+def discard() -> None:
+    """Stop and reap every child whose walk nobody took."""
+    while _children:
+        key, (pid, read) = _children.popitem()
+        walk_module.walks_ahead.pop(key, None)
+        os.close(read)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:  # pragma: no cover - it was already reaped elsewhere
+            pass
+        os.waitpid(pid, 0)
+
+
+def _key(root: str | os.PathLike) -> str:
+    return os.path.abspath(os.fspath(root))
