@@ -54,9 +54,9 @@ def start(root: str) -> bool:
         os.close(read)
         code = 1
         try:
-            data = pickle.dumps(walk_module.list_images(root), protocol=pickle.HIGHEST_PROTOCOL)
+            walk = walk_module.list_images(root)
             with os.fdopen(write, "wb") as pipe:
-                pipe.write(data)
+                pickle.dump(walk, pipe, protocol=pickle.HIGHEST_PROTOCOL)
             code = 0
         finally:
             os._exit(code)
@@ -75,15 +75,19 @@ def take(root: str | os.PathLike) -> Any:
     if entry is None:
         return None
     pid, read = entry
+    walk = None
     try:
         with os.fdopen(read, "rb") as pipe:
-            data = pipe.read()
+            # read as it arrives, never the whole of it at once beside the walk it holds;
+            # the bytes of a child of this process, pickled by the same code: trusted
+            walk = pickle.load(pipe)
+    except (EOFError, pickle.UnpicklingError):  # the child sent nothing, or not all of it
+        pass
     finally:
         _, status = os.waitpid(pid, 0)
-    if not data or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
-    # the bytes of a child of this process, pickled by the same code: trusted
-    return pickle.loads(data)
+    return walk
 
 
 def discard() -> None:

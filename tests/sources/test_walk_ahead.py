@@ -32,15 +32,17 @@ def test_a_walk_made_ahead_is_the_walk(tree):
     assert taken.sidecars == walk_images(tree).sidecars > 0
 
 
-def test_a_child_that_fails_leaves_the_walk_to_this_process(tree, monkeypatch):
-    class Unpicklable:
-        HIGHEST_PROTOCOL = 5
+@pytest.mark.parametrize("sent", [0, 0.5])
+def test_a_child_that_fails_leaves_the_walk_to_this_process(tree, monkeypatch, sent):
+    """A child that sends nothing, or half of its walk, then fails."""
+    dumps = walk_ahead.pickle.dumps
 
-        @staticmethod
-        def dumps(*args, **kwargs):
-            raise RuntimeError("the child cannot send its walk")
+    def cannot_send(walk, pipe, **kwargs):
+        data = dumps(walk, **kwargs)
+        pipe.write(data[:int(len(data) * sent)])
+        raise RuntimeError("the child cannot send its walk")
 
-    monkeypatch.setattr(walk_ahead, "pickle", Unpicklable)
+    monkeypatch.setattr(walk_ahead.pickle, "dump", cannot_send)  # the child inherits it
     assert walk_ahead.start(tree)
     assert walk_ahead.take(tree) is None  # the child exited with status 1, sending nothing
     assert walk_ahead.start(tree)
