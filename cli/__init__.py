@@ -117,45 +117,33 @@ def compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None,
     of the same name, but the printing ones (--json, --variant, --to, --bgr), --no-cache
     (cache=False), --manifest/--root, and --mean-image/--mean-image-std, which take the
     file to write the array to (mean_image=True) and --overwrite to replace it."""
-    if _walk_ahead and len(paths) == 1 and not manifest:
-        # the folder is walked in a child while this process loads numpy and normstats
-        from normstats.sources import walk_ahead
+    from normstats.sources import walk_ahead
 
-        walk_ahead.start(paths[0])
-    try:
-        _compute(paths, as_json, variant, to, bgr, manifest, root, no_cache, overwrite,
-                 arguments)
-    finally:
-        if _walk_ahead:
-            from normstats.sources import walk_ahead
+    # a folder is walked in a child while this process loads numpy and normstats
+    with walk_ahead.walking(paths[0] if _walk_ahead and len(paths) == 1 and not manifest
+                            else None):
+        import normstats
 
-            walk_ahead.discard()
-
-
-def _compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None, bgr: bool,
-             manifest: str | None, root: str | None, no_cache: bool, overwrite: bool,
-             arguments: dict[str, Any]) -> None:
-    import normstats
-
-    if to and as_json:
-        raise click.UsageError("--to prints the constants for one framework and --json the "
-                               "whole result: choose one")
-    options = read_options_from(arguments)
-    arguments["cache"] = cache_setting(arguments["cache"], no_cache)
-    check_compute_arguments(arguments)
-    files = mean_image_files(arguments, overwrite)
-    if files and arguments["cache"] is not False and any(os.path.isdir(p) for p in paths):
-        click.echo("normstats: the mean image needs the pixels, so every image is decoded "
-                   "(the record cache holds per-image numbers, not pixels)", err=True)
-    if manifest:
-        stats = _manifest(manifest, root, paths, options, arguments)
-    elif not paths:
-        raise click.UsageError("give PATH, or --manifest NAME --root DIR")
-    else:
-        stats = normstats.compute(paths[0] if len(paths) == 1 else list(paths),
-                                  options=options, **arguments)
-    write_mean_images(stats, files)
-    click.echo(render_result(stats, variant, as_json, to, bgr))
+        if to and as_json:
+            raise click.UsageError("--to prints the constants for one framework and --json "
+                                   "the whole result: choose one")
+        options = read_options_from(arguments)
+        arguments["cache"] = cache_setting(arguments["cache"], no_cache)
+        check_compute_arguments(arguments)
+        files = mean_image_files(arguments, overwrite)
+        if files and arguments["cache"] is not False and any(os.path.isdir(p) for p in paths):
+            click.echo("normstats: the mean image needs the pixels, so every image is "
+                       "decoded (the record cache holds per-image numbers, not pixels)",
+                       err=True)
+        if manifest:
+            stats = _manifest(manifest, root, paths, options, arguments)
+        elif not paths:
+            raise click.UsageError("give PATH, or --manifest NAME --root DIR")
+        else:
+            stats = normstats.compute(paths[0] if len(paths) == 1 else list(paths),
+                                      options=options, **arguments)
+        write_mean_images(stats, files)
+        click.echo(render_result(stats, variant, as_json, to, bgr))
 
 
 def _manifest(name: str, root: str | None, paths: tuple[str, ...], options: Any,

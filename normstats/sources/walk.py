@@ -41,9 +41,10 @@ try:  # the stat loop in C (POSIX), built with normstats
 except ImportError:  # pragma: no cover - a source tree used without pip install, or Windows
     _stat_names = None
 
-__all__ = ["WalkResult", "walk_images", "list_images", "list_named_files"]
+__all__ = ["WalkResult", "walk_images", "list_images", "list_named_files", "walks_ahead",
+           "ahead_key"]
 
-#: Walks of folders made ahead, by absolute path: each a function that returns the walk
+#: Walks of folders made ahead, by `ahead_key`: each a function that returns the walk
 #: (`list_images`), or None when the folder is to be walked here after all. Only
 #: `normstats.sources.walk_ahead` puts them here, for the command's own process.
 walks_ahead: dict[str, Callable[[], _Walk | None]] = {}
@@ -110,11 +111,14 @@ def walk_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = 
     >>> [f.path for f in walk_images(d).files]
     ['a.png']
     """
-    receive = None
-    if confine_to is None and walks_ahead:  # the command's child may have walked it already
-        receive = walks_ahead.pop(os.path.abspath(os.fspath(root)), None)
-    walk = receive() if receive is not None else None
+    ahead = walks_ahead.pop(ahead_key(root), None) if confine_to is None else None
+    walk = ahead() if ahead is not None else None  # the command's child walked it already
     return (walk or list_images(root, confine_to)).result()
+
+
+def ahead_key(root: str | os.PathLike) -> str:
+    """The key of a folder's walk in `walks_ahead`: its absolute path."""
+    return os.path.abspath(os.fspath(root))
 
 
 def list_images(root: str | os.PathLike, confine_to: str | os.PathLike | None = None

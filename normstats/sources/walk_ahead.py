@@ -12,7 +12,7 @@ folder, a few milliseconds earlier.
 
 Nothing depends on the child: if it fails, is killed, or sends nothing, the process
 walks the folder itself. A walk nobody takes (a path that turns out to be a zarr store,
-an error in the options) is stopped and reaped when the command ends (`discard`). Only
+an error in the options) is stopped and reaped when the command ends (`walking`). Only
 the walk's own modules (no numpy) load before the fork, so the child is a copy of a
 small process; it never runs the parent's exit handlers (it leaves by ``os._exit``).
 """
@@ -22,14 +22,25 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from normstats.sources import walk as walk_module
 
-__all__ = ["start", "take", "discard"]
+__all__ = ["walking", "start", "take", "discard"]
 
-#: Children walking: the folder's absolute path to the child's pid and the pipe's read end.
-_children: dict[str, tuple[int, int]] = {}
+
+@contextmanager
+def walking(root: str | None) -> Iterator[None]:
+    """Walk the folder ``root`` ahead while the block runs (None: nothing); a walk the
+    block did not take is stopped and reaped when it ends, however it ends."""
+    if root is not None:
+        start(root)
+    try:
+        yield
+    finally:
+        discard()
 
 
 def start(root: str) -> bool:
@@ -45,8 +56,8 @@ def start(root: str) -> bool:
     >>> start(str(d)), [f.path for f in take(str(d)).result().files]
     (True, ['a.png'])
     """
-    key = _key(root)
-    if not hasattr(os, "fork") or key in _children or not os.path.isdir(root):
+    key = walk_module.ahead_key(root)
+    if not hasattr(os, "fork") or key in walk_module.walks_ahead or not os.path.isdir(root):
         return False
     read, write = os.pipe()
     pid = os.fork()
@@ -61,47 +72,47 @@ def start(root: str) -> bool:
         finally:
             os._exit(code)
     os.close(write)
-    _children[key] = (pid, read)
-    walk_module.walks_ahead[key] = lambda: take(key)
+    walk_module.walks_ahead[key] = _Child(pid, read)
     return True
 
 
 def take(root: str | os.PathLike) -> Any:
     """The walk (`list_images`) a child made of ``root``, or None when none was started for
     it or the child sent none (the caller then walks the folder itself)."""
-    key = _key(root)
-    walk_module.walks_ahead.pop(key, None)
-    entry = _children.pop(key, None)
-    if entry is None:
-        return None
-    pid, read = entry
-    walk = None
-    try:
-        with os.fdopen(read, "rb") as pipe:
-            # read as it arrives, never the whole of it at once beside the walk it holds;
-            # the bytes of a child of this process, pickled by the same code: trusted
-            walk = pickle.load(pipe)
-    except (EOFError, pickle.UnpicklingError):  # the child sent nothing, or not all of it
-        pass
-    finally:
-        _, status = os.waitpid(pid, 0)
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
-        return None
-    return walk
+    child = walk_module.walks_ahead.pop(walk_module.ahead_key(root), None)
+    return None if child is None else child()
 
 
 def discard() -> None:
     """Stop and reap every child whose walk nobody took."""
-    while _children:
-        key, (pid, read) = _children.popitem()
-        walk_module.walks_ahead.pop(key, None)
-        os.close(read)
+    while walk_module.walks_ahead:
+        walk_module.walks_ahead.popitem()[1].stop()
+
+
+class _Child:
+    """A child walking a folder: its pid and the read end of its pipe."""
+
+    def __init__(self, pid: int, read: int) -> None:
+        self.pid, self.read = pid, read
+
+    def __call__(self) -> Any:
+        """The child's walk, once it has sent it and ended; None if it sent none."""
+        walk = None
         try:
-            os.kill(pid, signal.SIGKILL)
+            with os.fdopen(self.read, "rb") as pipe:
+                # read as it arrives, never the whole of it at once beside the walk it
+                # holds; the bytes of a child of this process, pickled by the same code
+                walk = pickle.load(pipe)
+        except (EOFError, pickle.UnpicklingError):  # it sent nothing, or not all of it
+            pass
+        finally:
+            _, status = os.waitpid(self.pid, 0)
+        return walk if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else None
+
+    def stop(self) -> None:
+        os.close(self.read)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:  # pragma: no cover - it was already reaped elsewhere
             pass
-        os.waitpid(pid, 0)
-
-
-def _key(root: str | os.PathLike) -> str:
-    return os.path.abspath(os.fspath(root))
+        os.waitpid(self.pid, 0)

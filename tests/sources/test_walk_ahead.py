@@ -27,7 +27,7 @@ def test_a_walk_made_ahead_is_the_walk(tree):
     expected = oracle_walk(tree)
     assert walk_ahead.start(tree + os.sep)
     taken = walk_images(tree)
-    assert not walk_ahead._children and not walk_module.walks_ahead  # taken, not walked again
+    assert not walk_module.walks_ahead  # taken, not walked again
     assert as_tuple(taken) == expected
     assert taken.sidecars == walk_images(tree).sidecars > 0
 
@@ -53,9 +53,9 @@ def test_a_walk_nobody_takes_is_stopped_and_reaped(tree):
     assert walk_ahead.start(tree)
     assert not walk_ahead.start(tree)  # one walk a folder
     walk_images(tree, confine_to=tree)  # a confined walk never takes one made ahead
-    pid = walk_ahead._children[os.path.abspath(tree)][0]
+    pid = walk_module.walks_ahead[os.path.abspath(tree)].pid
     walk_ahead.discard()
-    assert not walk_ahead._children and not walk_module.walks_ahead
+    assert not walk_module.walks_ahead
     with pytest.raises(ChildProcessError):  # no zombie left behind
         os.waitpid(pid, os.WNOHANG)
 
@@ -64,7 +64,7 @@ def test_only_folders_are_walked_ahead(tmp_path):
     (tmp_path / "a.npy").write_bytes(b"x")
     assert not walk_ahead.start(str(tmp_path / "a.npy"))
     assert not walk_ahead.start(str(tmp_path / "missing"))
-    assert not walk_ahead._children
+    assert not walk_module.walks_ahead
 
 
 def test_the_walk_loads_no_numpy():
@@ -80,12 +80,12 @@ def test_the_walk_loads_no_numpy():
 _COMMAND = """
 import sys
 import normstats.sources.walk_ahead as walk_ahead
-take = walk_ahead.take
-def taking(*args, **kwargs):
-    walk = take(*args, **kwargs)
+receive = walk_ahead._Child.__call__
+def receiving(child):
+    walk = receive(child)
     print("walked ahead" if walk is not None else "walked here", file=sys.stderr)
     return walk
-walk_ahead.take = taking
+walk_ahead._Child.__call__ = receiving
 import normstats_cli
 sys.argv = ["normstats", *sys.argv[1:]]
 normstats_cli.run()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import io
 import re
-import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -93,17 +92,14 @@ _pillow_limit_lifted = False
 
 def lift_pillow_limit() -> None:
     """In a process of normstats' own (a pool worker), leave the pixel limit to the
-    policy: Pillow's own limit is lifted now if Pillow is loaded, else as it loads with
-    the first file that needs it (most runs never load it: the fast paths decode PNG and
-    JPEG, and a worker forked from a process without it would spend ~10 ms on the import).
+    policy: Pillow's own limit is lifted before each file Pillow opens here, the only
+    place it is used (most runs never load Pillow: the fast paths decode PNG and JPEG,
+    and a worker forked from a process without it would spend ~10 ms on the import).
 
     Never called in the caller's process, whose Pillow settings are the caller's.
     """
     global _pillow_limit_lifted
     _pillow_limit_lifted = True
-    image_module = sys.modules.get("PIL.Image")
-    if image_module is not None:
-        image_module.MAX_IMAGE_PIXELS = None
 
 
 def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
