@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
+from normstats.engine.cache.location import resolve_cache_dir
 from normstats.engine.source_run import run_source
 from normstats.errors import InvalidOptionError
 from normstats.results.stats import DatasetStats
@@ -18,6 +20,7 @@ from normstats.sources import open_source
 from normstats.sources.arrays import ArraySource, detect_layout
 from normstats.sources.base import TaskResult
 from normstats.sources.labelled import unlabelled
+from normstats.sources.opening import image_folder
 from normstats.sources.options import ReadOptions
 
 __all__ = ["compute_stats", "dask_reduced"]
@@ -70,7 +73,30 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
                                   workers=workers, scheduler=scheduler,
                                   allow_missing_chunks=options.allow_missing_chunks,
                                   covariance=covariance)
-    source = open_source(data, options=options)
+    with _opening_cache_early(data, options, cache) as early:  # while the folder is walked
+        source = open_source(data, options=options)
+        return _computed(source, options, early, workers=workers, scheduler=scheduler,
+                         task_size=task_size, progress=progress, on_result=on_result,
+                         cache=cache, verify_cache=verify_cache, covariance=covariance)
+
+
+def _opening_cache_early(data: Any, options: ReadOptions,
+                         cache: str | os.PathLike | bool | None) -> AbstractContextManager:
+    """`normstats.engine.cache.run.opening_early` for a local folder read with a cache
+    (its modules load only then), else a context of None."""
+    cache_dir = resolve_cache_dir(cache)
+    folder = image_folder(data, options) if cache_dir is not None else None
+    if folder is None:
+        return nullcontext()
+    from normstats.engine.cache.run import opening_early
+
+    return opening_early(folder, options.policy, cache_dir)
+
+
+def _computed(source: Any, options: ReadOptions, early: Any, *, covariance: bool,
+              **run_options: Any) -> DatasetStats:
+    """The statistics of an opened ``source`` (`compute_stats` after its opening)."""
+    scale, channels = options.scale, options.channels
     if source.kind == "vectors" and isinstance(source, ArraySource):
         from normstats.engine.vectors_run import compute_vectors
 
@@ -79,9 +105,7 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
                                      "masks are for images: set missing values to NaN")
         return compute_vectors(source, fail_on_inf=options.fail_fast, channels=channels,
                                scale=scale, covariance=covariance)
-    outcome = run_source(source, cache=cache, workers=workers, scheduler=scheduler,
-                         task_size=task_size, progress=progress, on_result=on_result,
-                         verify_cache=verify_cache, covariance=covariance)
+    outcome = run_source(source, early=early, covariance=covariance, **run_options)
     stats = DatasetStats.from_summary(outcome.summary, channels=channels, scale=scale,
                                       mode=source.mode, kind=source.kind,
                                       source=source.description)

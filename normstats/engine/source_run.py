@@ -22,14 +22,16 @@ __all__ = ["RunOutcome", "run_source"]
 
 
 def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
-               **options: Any) -> RunOutcome:
+               early: Any = None, **options: Any) -> RunOutcome:
     """Run ``source`` through the pipeline, through the cache when it is a folder (on disk
     or behind a URL).
 
     ``options`` are those of `normstats.engine.pipeline.run` (and ``verify_cache`` of
-    `normstats.engine.cache.run.run_cached`). Sources other than folders are never cached
-    (arrays are already records away from their statistics); for shards and Parquet files
-    behind a URL, a cache asked for is said not to apply (one line on stderr).
+    `normstats.engine.cache.run.run_cached`); ``early``, the cache group
+    `normstats.engine.cache.run.opening_early` opened while the folder was walked. Sources
+    other than folders are never cached (arrays are already records away from their
+    statistics); for shards and Parquet files behind a URL, a cache asked for is said not
+    to apply (one line on stderr).
 
     Examples
     --------
@@ -45,8 +47,10 @@ def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
                         "are read again on every run", source.description)
         cache_dir = None
     if cache_dir is None:
+        if early is not None:  # a group no run takes: its thread ends before a pool forks
+            early.close()
         options.pop("verify_cache", None)  # nothing cached, nothing to verify
         return RunOutcome(run(source, **options))
     from normstats.engine.cache.run import run_cached
 
-    return run_cached(source, cache_dir, **options)
+    return run_cached(source, cache_dir, early=early, **options)

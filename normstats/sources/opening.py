@@ -338,6 +338,27 @@ def _is_zarr(path: str) -> bool:
         os.path.exists(os.path.join(path, ".zarray"))
 
 
+def image_folder(data: Any, options: ReadOptions) -> str | None:
+    """The local folder ``data`` names when `open_source` reads it as a folder of image
+    files (a path to a folder that is no zarr store, read as a folder), else None: a test
+    on the name alone, made before the folder is walked.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> image_folder(tempfile.mkdtemp(), ReadOptions()) is not None
+    True
+    >>> image_folder("s3://bucket/train", ReadOptions()), image_folder([1, 2], ReadOptions())
+    (None, None)
+    """
+    if not isinstance(data, str | os.PathLike) or options.format not in (None, "folder"):
+        return None
+    path = os.fspath(data)
+    if not isinstance(path, str) or is_url(path) or not os.path.isdir(path) or _is_zarr(path):
+        return None
+    return path
+
+
 def _is_array_like(data: Any) -> bool:
     """zarr and dask arrays: shape, dtype and slicing, but not an iterable of images."""
     return all(hasattr(data, name) for name in ("shape", "dtype", "__getitem__")) and \

@@ -152,21 +152,60 @@ def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[Recor
     make_group(folder)
     kept = files if len(rows) == len(files) else files.take(rows)
     packed: dict[str, np.ndarray] = {}
-    for field in sorted(fields):
-        values = _listing_column(kept, field)
-        if values is None:
-            values = _gathered(parts, field, len(channels), rank)
-        add_to_digest(digest, field, values)
-        if compress:
-            write_array(folder / field, values, compress)
-        else:  # a commit's few thousand rows: held until the one write
-            packed[field] = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-        del values
+    with _Compressing(compress) as compressing:
+        for field in sorted(fields):
+            values = _listing_column(kept, field)
+            if values is None:
+                values = _gathered(parts, field, len(channels), rank)
+            add_to_digest(digest, field, values)
+            if compress:
+                compressing.write(folder / field, values)
+            else:  # a commit's few thousand rows: held until the one write
+                packed[field] = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+            del values
     if packed:
         write_array(folder / PACKED, np.concatenate([packed[f] for f in packed_names(fields)]),
                     compress=False)
     store.commit(name, {**header, "digest": DIGEST_NAME + digest.hexdigest()})
     return WrittenSegment(name, rows)
+
+
+class _Compressing:
+    """Arrays compressed and written by a second thread while the caller gathers and
+    digests the next (zstd and BLAKE2b both release the GIL: a compaction ends a run, when
+    a core the decoding workers used is free); at most one array waits, so a compaction
+    holds two arrays, not one. Without ``background``, each is written at once."""
+
+    def __init__(self, background: bool) -> None:
+        self._pool = None
+        if background:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="normstats-cache-compress")
+        self._pending = None
+
+    def write(self, folder: Path, values: np.ndarray) -> None:
+        if self._pool is None:
+            write_array(folder, values)
+            return
+        self._wait()
+        self._pending = self._pool.submit(write_array, folder, values)
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()  # its error, raised here
+
+    def __enter__(self) -> _Compressing:
+        return self
+
+    def __exit__(self, *error: object) -> None:
+        if self._pool is not None:
+            try:
+                if error[0] is None:
+                    self._wait()
+            finally:
+                self._pool.shutdown(wait=True)
 
 
 def _gathered(parts: list[_Part], field: str, channels: int, rank: np.ndarray) -> np.ndarray:

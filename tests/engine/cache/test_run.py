@@ -1,8 +1,12 @@
-"""Which failures the record cache keeps: decided by their kind, never by their wording.
+"""A cached run: which failures it keeps, and its group opened while the folder is walked.
 
 A failure is kept (and answered from the cache while the file is unchanged) when it is a
 verdict on the file: its content (`SkipKind.UNREADABLE`) or a refusal (`SkipKind.REFUSED`).
 A failure of the moment (`SkipKind.TRANSIENT`) is tried again on the next run.
+
+`compute` of a local folder opens, locks and loads its existing cache group in a thread
+(`normstats.engine.cache.run.opening_early`) while the folder is walked; the run takes it
+only if it is that folder's group, and a group nobody takes is unlocked on return.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ from PIL import Image
 from reliability_helpers import lock_for_decoder
 
 import normstats
+import normstats.engine.cache.run as cache_run
 import normstats.sources.folder as folder_module
 from normstats import SkipKind, Skipped, UnreadableInputError
+from normstats.engine.cache.store import DatasetCache
+from normstats.sources.decoding.policy import DecodePolicy
 
 
 def run(root: Path, cache: Path, **options) -> normstats.DatasetStats:
@@ -104,3 +111,112 @@ def test_a_refused_file_is_cached_with_its_kind(png_folder, tmp_path):
     assert second.skipped == (expected,) and second.images_decoded == 0
     with pytest.raises(normstats.RefusedInputError, match="huge.png: file of 5,008 bytes"):
         run(root, cache, max_file_bytes=4096, on_error="fail")
+
+
+def opened_in(monkeypatch) -> list[str]:
+    """The name of the thread of each `open_cache` from now on."""
+    import threading
+
+    threads: list[str] = []
+    real = cache_run.open_cache
+
+    def open_cache(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cache_run, "open_cache", open_cache)
+    return threads
+
+
+def test_a_warm_run_loads_its_group_while_the_folder_is_walked(png_folder, tmp_path,
+                                                                monkeypatch):
+    """The second run opens the group the first made in the early thread, before the walk
+    ends, and answers every image from it exactly as the cold run computed them."""
+    root, _ = png_folder
+    cache = tmp_path / "cache"
+    threads = opened_in(monkeypatch)
+    cold = run(root, cache)
+    assert threads == ["MainThread"]  # no group yet: the run makes it, nothing early
+    real_walk = folder_module.walk_images
+
+    def walk(*args, **kwargs):  # the early thread is done before the walk gives its files
+        walked = real_walk(*args, **kwargs)
+        assert threads[1:] == ["normstats-cache-open"]
+        return walked
+
+    monkeypatch.setattr(folder_module, "walk_images", walk)
+    warm = run(root, cache)
+    assert threads == ["MainThread", "normstats-cache-open"]
+    assert (warm.images_cached, warm.images_decoded) == (cold.images, 0)
+    assert warm.mean == cold.mean and warm.std == cold.std
+    group, = (cache).iterdir()
+    assert DatasetCache(group, {}).try_lock(0.0)  # unlocked on return
+
+
+def test_a_group_nobody_takes_is_unlocked_and_nothing_is_made(png_folder, tmp_path,
+                                                              monkeypatch):
+    """A folder whose images became tar shards is read as shards (never cached): its
+    group, opened early, is left unused and unlocked; a folder never cached gets no group
+    before its run makes one."""
+    from format_writers import images, write_tar
+
+    root, _ = png_folder
+    cache = tmp_path / "cache"
+    run(root, cache)
+    group, = cache.iterdir()
+    for path in sorted(root.rglob("*.png")):
+        path.unlink()
+    write_tar(root / "shard-000.tar", images(1, 5, 4, 4, 3))
+    threads = opened_in(monkeypatch)
+    import normstats.engine.source_run as source_run
+
+    real_run, free = source_run.run, []
+
+    def pipeline(*args, **kwargs):  # unlocked, its thread ended, before a pool forks
+        probe = DatasetCache(group, {})
+        free.append(probe.try_lock(0.0))
+        probe.unlock()
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(source_run, "run", pipeline)
+    shards = run(root, cache)
+    assert shards.images == 5 and threads == ["normstats-cache-open"] and free == [True]
+    other = tmp_path / "other"
+    other.mkdir()
+    for path in sorted(root.iterdir()):
+        path.rename(other / path.name)
+    run(other, cache)
+    assert [p.name for p in cache.iterdir()] == [group.name]  # shards: no group made
+
+
+def test_an_error_opening_early_is_raised_by_the_run(png_folder, tmp_path, monkeypatch):
+    """What the early thread meets is what a run opening its group itself meets."""
+    root, _ = png_folder
+    cache = tmp_path / "cache"
+    run(root, cache)
+
+    def load(self):
+        raise MemoryError("no room for the records")
+
+    monkeypatch.setattr(DatasetCache, "load", load)
+    threads = opened_in(monkeypatch)
+    with pytest.raises(MemoryError, match="no room"):
+        run(root, cache)
+    assert threads == ["normstats-cache-open"]
+    group, = cache.iterdir()
+    assert DatasetCache(group, {}).try_lock(0.0)
+
+
+def test_the_early_group_is_taken_only_by_its_own_folder(tmp_path):
+    """Another folder, cache folder or decode policy opens its own group."""
+    folder, cache = tmp_path / "data", tmp_path / "cache"
+    folder.mkdir()
+    cache_run.open_cache(cache, str(folder), DecodePolicy(), 0.0).store.unlock()
+    with cache_run.opening_early(str(folder), None, cache) as early:
+        assert early.take(tmp_path / "elsewhere", str(folder), DecodePolicy()) is None
+        assert early.take(cache, str(folder), DecodePolicy(mode="L")) is None
+        assert early.take(cache, str(tmp_path), DecodePolicy()) is None
+        opened = early.take(cache, str(folder / ".." / "data"), DecodePolicy())
+        assert opened is not None and opened.writable
+        assert early.take(cache, str(folder), DecodePolicy()) is None  # taken once
+        opened.store.unlock()

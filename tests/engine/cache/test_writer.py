@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 import normstats
+import normstats.engine.cache.listed_segment as listed_segment
 from normstats.engine.cache import writer as writer_module
 from normstats.engine.cache.listed_segment import RecordRows, write_listed
 from normstats.engine.cache.segment import read_segment
@@ -133,6 +134,29 @@ def test_a_segment_written_array_by_array_holds_what_joined_records_hold(tmp_pat
         assert np.array_equal(getattr(segment.records, field), getattr(expected, field)), field
     assert (segment.records.cross_sums is None) == (not all(cross))
     assert (segment.records.valid is None) == (not any(valid))
+
+
+@pytest.mark.parametrize("failing", ["maximum", "sums_sq"])
+def test_an_array_the_compressing_thread_cannot_write_fails_the_segment(tmp_path, monkeypatch,
+                                                                        failing):
+    """A compaction writes each array from a second thread: an error writing any of them,
+    the last one too, is raised by `write_listed`, and nothing is committed."""
+    files = FileList.from_columns([f"{r}.png" for r in range(6)], np.arange(6), np.arange(6))
+    store = DatasetCache.open(tmp_path, str(tmp_path / "data"), DecodePolicy())
+    real = listed_segment.write_array
+    threads = set()
+
+    def write_array(folder, values, compress=True):
+        threads.add(threading.current_thread().name)
+        if folder.name == failing:
+            raise OSError(28, "No space left on device")
+        return real(folder, values, compress)
+
+    monkeypatch.setattr(listed_segment, "write_array", write_array)
+    with pytest.raises(OSError, match="No space"):
+        write_listed(store, files, parts((False, False), (True, True)), (), ())
+    assert loaded(store) == [] and len(threads) == 1
+    assert threads.pop().startswith("normstats-cache-compress")
 
 
 def test_records_answering_one_file_twice_are_not_written(tmp_path):
