@@ -54,8 +54,9 @@ def section_tables(results: dict, name: str) -> str:
         return missing(name)
     section = results[name]
     run = section["machine"]
+    speed = f", a 10⁶-step Python loop {run['loop_ms']:.0f} ms" if "loop_ms" in run else ""
     lines = [f"`python benchmarks/run.py --only {name}`, {run['date']}, load average "
-             f"{run['load']}:", ""]
+             f"{run['load']}{speed}:", ""]
     for table in section["tables"].values():
         lines += table_lines(table) + [""]
     return "\n".join(lines).rstrip("\n")

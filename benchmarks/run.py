@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -97,7 +98,22 @@ def machine() -> dict:
             + ", ".join(versions))
     now = datetime.datetime.now(datetime.UTC)
     return {"line": line, "date": now.strftime("%Y-%m-%d %H:%M UTC"),
-            "load": " ".join(f"{value:.1f}" for value in os.getloadavg())}
+            "load": " ".join(f"{value:.1f}" for value in os.getloadavg()),
+            "loop_ms": python_loop_ms()}
+
+
+def python_loop_ms() -> float:
+    """Milliseconds of a pure-Python loop of 10⁶ additions, best of 5: how fast this
+    machine ran Python when a section was measured. The same shared machine has run it
+    2× slower from one day to the next, so sections measured on different days compare
+    only through ratios, and this figure says by how much the day differed."""
+    best = float("inf")
+    for _ in range(5):
+        start, total = time.perf_counter(), 0
+        for step in range(1_000_000):
+            total += step
+        best = min(best, time.perf_counter() - start)
+    return best * 1000
 
 
 def save(measured: dict[str, dict]) -> None:

@@ -6,11 +6,11 @@ written or reused only for a listed file with exactly its key). Its records come
 memory (the results a run has received since its last commit; the rows of the segments it
 loaded that it keeps) or from disk (the segments the run committed as it went, which a
 compaction gathers into one). Each array is made from every part, put in listing order,
-added to the digest, written and dropped before the next: a compaction of a million
-images holds one array at a time (~30 MB), never all the records (~250 MB with their
-paths). Arrays follow `normstats.maths.records.concat_records`: the channel cross sums
-only when every part holds them, valid-value counts when any part does (every pixel
-counted for the others).
+added to the digest, written and dropped: a compaction of a million images holds two
+arrays at a time (~30 MB each: one compressed and written by a second thread while the
+next is gathered), never all the records (~250 MB with their paths). Arrays follow
+`normstats.maths.records.concat_records`: the channel cross sums only when every part
+holds them, valid-value counts when any part does (every pixel counted for the others).
 """
 
 from __future__ import annotations

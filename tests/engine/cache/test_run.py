@@ -12,6 +12,7 @@ only if it is that folder's group, and a group nobody takes is unlocked on retur
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -113,19 +114,23 @@ def test_a_refused_file_is_cached_with_its_kind(png_folder, tmp_path):
         run(root, cache, max_file_bytes=4096, on_error="fail")
 
 
-def opened_in(monkeypatch) -> list[str]:
-    """The name of the thread of each `open_cache` from now on."""
-    import threading
-
+def opened_in(monkeypatch) -> tuple[list[str], threading.Event]:
+    """The name of the thread of each `open_cache` from now on, and an event set when
+    one outside the main thread has returned."""
     threads: list[str] = []
+    done = threading.Event()
     real = cache_run.open_cache
 
     def open_cache(*args, **kwargs):
         threads.append(threading.current_thread().name)
-        return real(*args, **kwargs)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            if threading.current_thread() is not threading.main_thread():
+                done.set()
 
     monkeypatch.setattr(cache_run, "open_cache", open_cache)
-    return threads
+    return threads, done
 
 
 def test_a_warm_run_loads_its_group_while_the_folder_is_walked(png_folder, tmp_path,
@@ -134,15 +139,14 @@ def test_a_warm_run_loads_its_group_while_the_folder_is_walked(png_folder, tmp_p
     ends, and answers every image from it exactly as the cold run computed them."""
     root, _ = png_folder
     cache = tmp_path / "cache"
-    threads = opened_in(monkeypatch)
+    threads, opened = opened_in(monkeypatch)
     cold = run(root, cache)
     assert threads == ["MainThread"]  # no group yet: the run makes it, nothing early
     real_walk = folder_module.walk_images
 
-    def walk(*args, **kwargs):  # the early thread is done before the walk gives its files
-        walked = real_walk(*args, **kwargs)
-        assert threads[1:] == ["normstats-cache-open"]
-        return walked
+    def walk(*args, **kwargs):  # the group is opened while the walk has not returned
+        assert opened.wait(30), "the group was not opened during the walk"
+        return real_walk(*args, **kwargs)
 
     monkeypatch.setattr(folder_module, "walk_images", walk)
     warm = run(root, cache)
@@ -167,7 +171,7 @@ def test_a_group_nobody_takes_is_unlocked_and_nothing_is_made(png_folder, tmp_pa
     for path in sorted(root.rglob("*.png")):
         path.unlink()
     write_tar(root / "shard-000.tar", images(1, 5, 4, 4, 3))
-    threads = opened_in(monkeypatch)
+    threads, _ = opened_in(monkeypatch)
     import normstats.engine.source_run as source_run
 
     real_run, free = source_run.run, []
@@ -199,7 +203,7 @@ def test_an_error_opening_early_is_raised_by_the_run(png_folder, tmp_path, monke
         raise MemoryError("no room for the records")
 
     monkeypatch.setattr(DatasetCache, "load", load)
-    threads = opened_in(monkeypatch)
+    threads, _ = opened_in(monkeypatch)
     with pytest.raises(MemoryError, match="no room"):
         run(root, cache)
     assert threads == ["normstats-cache-open"]
