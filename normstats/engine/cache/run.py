@@ -115,8 +115,9 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
     """
     count = parse_verify(verify_cache)
     options["covariance"] = covariance
-    opened = early.take(cache_dir, source.root, source.policy) if early is not None else None
-    if opened is None:
+    if early is not None and early.covers(cache_dir, source.root, source.policy):
+        opened = early.take()
+    else:
         opened = open_cache(cache_dir, source.root, source.policy,
                             LOCK_WAIT_SECONDS if lock_wait is None else lock_wait)
     if opened is None:
@@ -208,6 +209,7 @@ class EarlyOpening:
 
     def __init__(self, cache_dir: Path, root: str, policy: DecodePolicy) -> None:
         self._key = (str(cache_dir), dataset_root(root), policy)
+        self._tried = False
         self._opened: OpenedCache | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._open, args=(cache_dir, root, policy),
@@ -217,21 +219,26 @@ class EarlyOpening:
     def _open(self, cache_dir: Path, root: str, policy: DecodePolicy) -> None:
         try:
             if (cache_dir / group_name(group_identity(root, policy))).is_dir():
+                self._tried = True
                 self._opened = open_cache(cache_dir, root, policy, LOCK_WAIT_SECONDS)
         except BaseException as error:  # noqa: BLE001 - raised where the run takes it
             self._error = error
 
-    def take(self, cache_dir: str | os.PathLike, root: str,
-             policy: DecodePolicy) -> OpenedCache | None:
-        """The group opened, if it is that of ``root`` under ``policy`` in ``cache_dir``
-        (then the caller unlocks it); None otherwise (`close` unlocks it)."""
+    def covers(self, cache_dir: str | os.PathLike, root: str, policy: DecodePolicy) -> bool:
+        """Whether the thread opened the group of ``root`` under ``policy`` in
+        ``cache_dir`` (or found that cache unusable, said so on stderr, or met an error):
+        then the run takes what it found (`take`) instead of opening the group again."""
         self._thread.join()
-        if self._key != (str(cache_dir), dataset_root(root), policy):
-            return None
+        return self._tried and self._key == (str(cache_dir), dataset_root(root), policy)
+
+    def take(self) -> OpenedCache | None:
+        """What the thread found, once (the caller unlocks its store); what it met is
+        raised here."""
+        self._thread.join()
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        opened, self._opened = self._opened, None
+        opened, self._opened, self._tried = self._opened, None, False
         return opened
 
     def close(self) -> None:
@@ -253,8 +260,8 @@ def opening_early(folder: str, policy: DecodePolicy | None,
     --------
     >>> import tempfile
     >>> with opening_early(tempfile.mkdtemp(), None, Path(tempfile.mkdtemp())) as early:
-    ...     early.take(Path("/elsewhere"), "/data", DecodePolicy()) is None
-    True
+    ...     early.covers(Path("/elsewhere"), "/data", DecodePolicy())
+    False
     """
     early = EarlyOpening(cache_dir, folder, policy or DecodePolicy())
     try:

@@ -217,10 +217,31 @@ def test_the_early_group_is_taken_only_by_its_own_folder(tmp_path):
     folder.mkdir()
     cache_run.open_cache(cache, str(folder), DecodePolicy(), 0.0).store.unlock()
     with cache_run.opening_early(str(folder), None, cache) as early:
-        assert early.take(tmp_path / "elsewhere", str(folder), DecodePolicy()) is None
-        assert early.take(cache, str(folder), DecodePolicy(mode="L")) is None
-        assert early.take(cache, str(tmp_path), DecodePolicy()) is None
-        opened = early.take(cache, str(folder / ".." / "data"), DecodePolicy())
+        assert not early.covers(tmp_path / "elsewhere", str(folder), DecodePolicy())
+        assert not early.covers(cache, str(folder), DecodePolicy(mode="L"))
+        assert not early.covers(cache, str(tmp_path), DecodePolicy())
+        assert early.covers(cache, str(folder / ".." / "data"), DecodePolicy())
+        opened = early.take()
         assert opened is not None and opened.writable
-        assert early.take(cache, str(folder), DecodePolicy()) is None  # taken once
+        assert not early.covers(cache, str(folder), DecodePolicy())  # taken once
         opened.store.unlock()
+
+
+def test_a_cache_found_unusable_early_is_said_once_and_the_run_goes_on(png_folder, tmp_path,
+                                                                       monkeypatch, caplog):
+    """The early thread meets the cache it cannot use and says so; the run takes that
+    answer (computing without the cache) instead of trying, and saying it, again."""
+    root, _ = png_folder
+    cache = tmp_path / "cache"
+    cold = run(root, cache)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(DatasetCache, "open", refused)
+    threads, _ = opened_in(monkeypatch)
+    with caplog.at_level("WARNING", logger="normstats.engine.cache"):
+        again = run(root, cache)
+    said = [r.message for r in caplog.records if "cannot use the cache" in r.message]
+    assert len(said) == 1 and threads == ["normstats-cache-open"]
+    assert (again.images, again.images_cached, again.mean) == (cold.images, 0, cold.mean)
