@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from normstats.engine.cache.location import resolve_cache_dir
 from normstats.engine.source_run import run_source
@@ -22,6 +22,9 @@ from normstats.sources.base import TaskResult
 from normstats.sources.labelled import unlabelled
 from normstats.sources.opening import image_folder
 from normstats.sources.options import ReadOptions
+
+if TYPE_CHECKING:  # the cache's modules load only for a cached run
+    from normstats.engine.cache.run import EarlyOpening
 
 __all__ = ["compute_stats", "dask_reduced"]
 
@@ -93,8 +96,8 @@ def _opening_cache_early(data: Any, options: ReadOptions,
     return opening_early(folder, options.policy, cache_dir)
 
 
-def _computed(source: Any, options: ReadOptions, early: Any, *, covariance: bool,
-              **run_options: Any) -> DatasetStats:
+def _computed(source: Any, options: ReadOptions, early: EarlyOpening | None, *,
+              covariance: bool, **run_options: Any) -> DatasetStats:
     """The statistics of an opened ``source`` (`compute_stats` after its opening)."""
     scale, channels = options.scale, options.channels
     if source.kind == "vectors" and isinstance(source, ArraySource):

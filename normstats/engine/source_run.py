@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from normstats.engine.cache.location import resolve_cache_dir
 from normstats.engine.pipeline import RunOutcome, run
 from normstats.sources.folder import FolderSource
 from normstats.sources.remote import RemoteFolderSource, is_url
+
+if TYPE_CHECKING:  # the cache's modules load only for a cached run
+    from normstats.engine.cache.run import EarlyOpening
 
 log = logging.getLogger("normstats.engine.cache")
 
@@ -22,7 +25,7 @@ __all__ = ["RunOutcome", "run_source"]
 
 
 def run_source(source: Any, *, cache: str | os.PathLike | bool | None = None,
-               early: Any = None, **options: Any) -> RunOutcome:
+               early: EarlyOpening | None = None, **options: Any) -> RunOutcome:
     """Run ``source`` through the pipeline, through the cache when it is a folder (on disk
     or behind a URL).
 

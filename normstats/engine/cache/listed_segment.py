@@ -16,6 +16,7 @@ holds them, valid-value counts when any part does (every pixel counted for the o
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,7 +153,7 @@ def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[Recor
     make_group(folder)
     kept = files if len(rows) == len(files) else files.take(rows)
     packed: dict[str, np.ndarray] = {}
-    with _Compressing(compress) as compressing:
+    with _Compressing() as compressing:
         for field in sorted(fields):
             values = _listing_column(kept, field)
             if values is None:
@@ -174,20 +175,16 @@ class _Compressing:
     """Arrays compressed and written by a second thread while the caller gathers and
     digests the next (zstd and BLAKE2b both release the GIL: a compaction ends a run, when
     a core the decoding workers used is free); at most one array waits, so a compaction
-    holds two arrays, not one. Without ``background``, each is written at once."""
+    holds two arrays, not one. The thread starts with the first array (a commit, which
+    packs its arrays into one, starts none)."""
 
-    def __init__(self, background: bool) -> None:
-        self._pool = None
-        if background:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="normstats-cache-compress")
-        self._pending = None
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None
 
     def write(self, folder: Path, values: np.ndarray) -> None:
         if self._pool is None:
-            write_array(folder, values)
-            return
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="normstats-cache-compress")
         self._wait()
         self._pending = self._pool.submit(write_array, folder, values)
 
