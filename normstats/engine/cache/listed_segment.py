@@ -16,9 +16,9 @@ holds them, valid-value counts when any part does (every pixel counted for the o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from normstats.engine.cache.store import DatasetCache, new_segment_name
 from normstats.engine.cache.zarr_chunks import make_group, read_written_bytes, write_array
 from normstats.maths.records import Records, has_cross_sums
 from normstats.sources.file_list import FileList
+
+if TYPE_CHECKING:  # loaded by the first compaction only: a warm run loads no executor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["RecordRows", "WrittenSegment", "write_listed"]
 
@@ -184,6 +187,8 @@ class _Compressing:
 
     def write(self, folder: Path, values: np.ndarray) -> None:
         if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="normstats-cache-compress")
         self._wait()
         self._pending = self._pool.submit(write_array, folder, values)
