@@ -20,6 +20,16 @@ OWN_PEAK_KB = ("next(int(line.split()[1]) for line in open('/proc/self/status') 
                "if line.startswith('VmHWM'))")
 
 
+def replace_file_decoder(monkeypatch, decode) -> None:
+    """Decode every file of a folder with ``decode`` (``decode_file``'s signature): plain
+    files, which a folder task otherwise takes from their bytes straight into its records
+    (`normstats.sources.folder.FolderTask.run`), go through it too."""
+    import normstats.sources.folder as folder_module
+
+    monkeypatch.setattr(folder_module, "decode_file", decode)
+    monkeypatch.setattr(folder_module, "plain_file_pixels", lambda *args, **kwargs: None)
+
+
 def lock_for_decoder(monkeypatch, name: str) -> None:
     """Make the decoder's ``os.open`` of files ending in ``name`` fail with "Permission
     denied", as it would for another user: the suite runs as root, where chmod 000 does not

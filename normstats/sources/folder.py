@@ -25,6 +25,7 @@ from normstats.sources.decoding.decode import (
     OutputBuffer,
     channel_names_for,
     decode_file,
+    plain_file_pixels,
 )
 from normstats.sources.file_list import FileEntry, FileList
 from normstats.sources.walk import WalkResult, walk_images
@@ -108,10 +109,35 @@ class FolderTask(DecodingTask, ListedTask):
                 scratch: OutputBuffer | None = None) -> Iterator[tuple[str, DecodedImage]]:
         """Decode file after file, yielding (key, image); unreadable files go to ``skipped``.
 
-        With ``scratch``, each image is valid only until the next one is decoded.
+        With ``scratch``, each image is valid only until the next one is decoded. Every
+        image is yielded: callers that look at each one (the mean image, percentiles)
+        see them all.
         """
+        return self._decoded(skipped, scratch, None)
+
+    def run(self) -> TaskResult:
+        """The task's records: as `DecodingTask.run`, except that a file the fast decoders
+        take goes from its bytes straight into the records (`plain_file_pixels`), with no
+        image tuple made or yielded for it: ~10 µs less a file, a tenth of a 32×32 PNG's
+        time. Other files, and every file of a policy that resizes, crops or leaves nodata
+        out, are decoded as `decoded` does."""
+        skipped: list[Skipped] = []
+        plain = self.policy.keeps_pixels_as_decoded and not self.sidecars
+        records = reduce_as_decoded(
+            lambda rows: self._decoded(skipped, rows, rows if plain else None), self.size)
+        return TaskResult(records, tuple(skipped))
+
+    def _decoded(self, skipped: list[Skipped], scratch: OutputBuffer | None,
+                 records: Uint8Rows | None) -> Iterator[tuple[str, DecodedImage]]:
+        """`decoded`, adding the images of plain files to ``records`` instead of yielding
+        them, where ``records`` is given."""
         prefix, policy, sidecars = os.path.join(self.root, ""), self.policy, self.sidecars
         for path, size in self.files.paths_and_sizes():
+            if records is not None:
+                pixels = plain_file_pixels(prefix + path, policy, records, size)
+                if pixels is not None:
+                    records.add(path, pixels, channel_names_for(policy.mode, pixels.shape[2]))
+                    continue
             try:
                 image = decode_file(prefix + path, policy, path, scratch, size_hint=size,
                                     sidecars=sidecars)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from PIL import Image
+from reliability_helpers import replace_file_decoder
 
 import normstats
 from normstats.analyses import record_reports
@@ -37,7 +38,6 @@ from normstats.maths.records import Records, Skipped, records_from_stack
 from normstats.maths.summary import summarize
 from normstats.results.findings import Outlier, OutlierReport
 from normstats.results.stats import DatasetStats
-from normstats.sources import folder as folder_module
 from normstats.sources.base import TaskResult
 from normstats_cli import main
 
@@ -108,7 +108,7 @@ def test_reports_come_from_the_cache_without_decoding(imagefolder, tmp_path, mon
 
     def no_decoding(*args, **kwargs):
         raise AssertionError("decoded again")
-    monkeypatch.setattr(folder_module, "decode_file", no_decoding)
+    replace_file_decoder(monkeypatch, no_decoding)
     second = runner.invoke(main, ["compute", str(imagefolder), "--cache", cache, "--workers",
                                   "1", "--by-folder", "--outliers", "--json"])
     assert second.exit_code == 0, second.output

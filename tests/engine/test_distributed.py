@@ -265,6 +265,7 @@ def test_killing_a_worker_mid_run_changes_nothing(client, folder, tmp_path):
         import os
         import signal
 
+        from normstats.sources import folder
         from normstats.sources.decoding import decode
 
         real = getattr(decode, "_unarmed_decode_bytes", decode.decode_bytes)
@@ -282,11 +283,18 @@ def test_killing_a_worker_mid_run_changes_nothing(client, folder, tmp_path):
             return real(data, name, *rest)
 
         decode.decode_bytes = decode_bytes
+        # plain files too go through decode_bytes (`FolderTask.run` takes them straight)
+        folder._unarmed_plain_file_pixels = getattr(folder, "_unarmed_plain_file_pixels",
+                                                    folder.plain_file_pixels)
+        folder.plain_file_pixels = lambda *args, **kwargs: None
 
     def _disarm() -> None:
+        from normstats.sources import folder
         from normstats.sources.decoding import decode
 
         decode.decode_bytes = getattr(decode, "_unarmed_decode_bytes", decode.decode_bytes)
+        folder.plain_file_pixels = getattr(folder, "_unarmed_plain_file_pixels",
+                                           folder.plain_file_pixels)
 
     marker = tmp_path / "killed"
     client.run(_arm, str(marker), os.path.join("cat", "031.png"))

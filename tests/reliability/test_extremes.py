@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 from oracle import assert_matches_oracle
+from reliability_helpers import replace_file_decoder
 
 import normstats
 
@@ -64,7 +65,7 @@ def test_a_local_worker_killed_once_costs_a_rerun_not_the_run(png_folder, monkey
             os.kill(os.getpid(), 9)
         return real(path, policy, name, scratch, **options)
 
-    monkeypatch.setattr(folder_module, "decode_file", poisoned)
+    replace_file_decoder(monkeypatch, poisoned)
     stats = normstats.compute(root, workers=2, task_size=4, scheduler="processes", cache=False)
     assert "running again on a local Dask cluster" in capfd.readouterr().err
     assert stats.skipped == ()

@@ -13,6 +13,7 @@ from PIL import Image
 
 import normstats
 from normstats import IncompatibleImagesError, SkipKind, UnreadableInputError
+from normstats.sources import open_source
 from normstats.sources.folder import FolderSource
 from normstats.sources.walk import walk_images
 
@@ -251,3 +252,89 @@ def test_masked_images_are_reduced_alike_as_decoded_and_all_at_once(rng):
     assert by_key(streamed) == by_key(grouped) == by_key(concat_records([expected]))
     assert expected.valid.tolist()[1] == [30, 30, 30] and expected.valid.tolist()[4] == [0] * 3
     assert streamed.pixels.tolist() == [30] * 5
+
+
+# -- plain files go from their bytes straight into the records (FolderTask.run) -------------
+
+def write_plain_and_other_files(root: Path, rng) -> set[str]:
+    """Files the fast decoders take, and files they leave to decode_file (Pillow's
+    formats and modes, damage, a file over the byte limit): the latter's names."""
+    from PIL import ImageCms
+
+    root.mkdir(parents=True, exist_ok=True)
+    rgb = rng.integers(0, 256, (12, 10, 3), np.uint8)
+    Image.fromarray(rgb).save(root / "a_rgb.png")
+    Image.fromarray(rgb[..., 0]).save(root / "b_grey.png")
+    profile = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    Image.fromarray(rgb).save(root / "c_icc.png", icc_profile=profile)
+    Image.fromarray(rgb).save(root / "d_photo.jpg", quality=90)
+    Image.fromarray(rgb[..., 1]).save(root / "e_grey.jpg", quality=90)
+    Image.fromarray(rgb).convert("P").save(root / "f_palette.png")
+    Image.fromarray(rgb).save(root / "g.bmp")
+    Image.fromarray(rng.integers(0, 65536, (6, 5), np.uint16)).save(root / "h_16bit.png")
+    (root / "i_cut.png").write_bytes((root / "a_rgb.png").read_bytes()[:60])
+    (root / "j_empty.jpg").write_bytes(b"")
+    Image.fromarray(rng.integers(0, 256, (300, 300, 3), np.uint8)).save(root / "k_big.png")
+    return {"f_palette.png", "g.bmp", "h_16bit.png", "i_cut.png", "j_empty.jpg", "k_big.png"}
+
+
+def record_fields(records) -> list:
+    return [records.keys, records.channel_names, records.pixels.tolist(),
+            records.sums.tolist(), records.sums_sq.tolist(), records.minimum.tolist(),
+            records.maximum.tolist()]
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_plain_files_go_straight_into_the_records_as_decode_file_would_give_them(
+        tmp_path, rng, monkeypatch, mode):
+    """FolderTask.run adds what the fast decoders take without decode_file; every other
+    file still takes decode_file, and the records and skips are those of decoding each
+    file into an image first (`decode_all`), key for key and in order."""
+    from normstats.maths.records import concat_records
+    from normstats.sources import folder
+    from normstats.sources.decoding.decode import plain_file_pixels
+
+    others = write_plain_and_other_files(tmp_path / "d", rng)
+    source = open_source(tmp_path / "d", mode=mode, max_file_bytes=100_000)
+    (task,) = source.tasks(100, 1)
+    fast = {path for path, _ in task.files.paths_and_sizes()
+            if plain_file_pixels(str(tmp_path / "d" / path), task.policy) is not None}
+    assert fast == ({"a_rgb.png", "b_grey.png", "c_icc.png", "d_photo.jpg", "e_grey.jpg"}
+                    if mode == "RGB" else {"b_grey.png", "e_grey.jpg"}) and not fast & others
+    calls = []
+    decode_file = folder.decode_file
+    monkeypatch.setattr(folder, "decode_file", lambda path, *a, **k: (
+        calls.append(os.path.basename(path)), decode_file(path, *a, **k))[1])
+    result = task.run()
+    assert sorted(calls) == sorted({path for path, _ in task.files.paths_and_sizes()} - fast)
+    decoded, skipped = task.decode_all()
+    assert result.skipped == skipped
+    assert {s.path for s in skipped} == {"h_16bit.png", "i_cut.png", "j_empty.jpg", "k_big.png"}
+    assert record_fields(result.records) == \
+        record_fields(concat_records([folder.records_of_images(decoded)]))
+
+
+def test_a_task_yields_every_image_to_callers_that_look_at_each(tmp_path, rng):
+    """`decoded` (which the mean image and the percentiles tap) never adds a file to the
+    records itself, even handed the records as its buffer."""
+    from normstats.maths.uint8_rows import Uint8Rows
+
+    write_plain_and_other_files(tmp_path / "d", rng)
+    (task,) = open_source(tmp_path / "d", max_file_bytes=100_000).tasks(100, 1)
+    skipped = []
+    keys = [key for key, _ in task.decoded(skipped, Uint8Rows(task.size))]
+    assert len(keys) + len(skipped) == task.size == 11
+    assert {"a_rgb.png", "d_photo.jpg"} <= set(keys)
+
+
+def test_a_resizing_policy_decodes_every_file_through_decode_file(tmp_path, rng, monkeypatch):
+    from normstats.sources import folder
+
+    write_plain_and_other_files(tmp_path / "d", rng)
+    (task,) = open_source(tmp_path / "d", resize=6, max_file_bytes=100_000).tasks(100, 1)
+    calls = []
+    decode_file = folder.decode_file
+    monkeypatch.setattr(folder, "decode_file", lambda path, *a, **k: (
+        calls.append(path), decode_file(path, *a, **k))[1])
+    task.run()
+    assert len(calls) == task.size

@@ -83,7 +83,8 @@ _TIFF_HEADS = TIFF_SIGNATURES + BIGTIFF_SIGNATURES
 _PHOTOMETRIC, _PALETTE = 262, 3
 
 __all__ = ["MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
-           "decode_file", "decode_bytes", "decode_jpeg_fast", "read_whole_file",
+           "decode_file", "decode_bytes", "decode_jpeg_fast", "plain_file_pixels",
+           "read_whole_file",
            "channel_names_for", "DecodedImage", "Scratch", "OutputBuffer", "lift_pillow_limit"]
 
 #: Whether this process is a pool worker of normstats' own (`lift_pillow_limit`).
@@ -137,6 +138,37 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
     except MemoryError:
         raise TransientInputError(OUT_OF_MEMORY_REASON, name) from None
     return decode_bytes(data, name, policy, scratch, sidecar)
+
+
+def plain_file_pixels(path: str, policy: DecodePolicy, scratch: OutputBuffer | None = None,
+                      size_hint: int | None = None) -> np.ndarray | None:
+    """The pixels of a file the fast decoders take (a plain PNG, a YCbCr or grey JPEG),
+    read and decoded with nothing around them, or None for any other file.
+
+    What `decode_file` gives such a file under a policy whose images are its decoded
+    pixels (`DecodePolicy.keeps_pixels_as_decoded`), without its layers: on a folder of
+    32×32 PNGs, about a tenth of a file's time. None says nothing about the file:
+    `decode_file` then reads it again and gives its verdict, error and wording included.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from PIL import Image
+    >>> folder = tempfile.mkdtemp()
+    >>> Image.new("L", (3, 2), 7).save(os.path.join(folder, "a.png"))
+    >>> plain_file_pixels(os.path.join(folder, "a.png"), DecodePolicy("RGB")).shape
+    (2, 3, 3)
+    >>> Image.new("L", (3, 2), 7).save(os.path.join(folder, "a.bmp"))
+    >>> plain_file_pixels(os.path.join(folder, "a.bmp"), DecodePolicy("RGB")) is None
+    True
+    """
+    try:
+        data = read_whole_file(path, size_hint, policy.file_byte_limit)
+    except (OSError, MemoryError):
+        return None  # decode_file reads it again and names the problem
+    if data.startswith(PNG_SIGNATURE):
+        return decode_png_fast(data, policy, scratch)
+    return decode_jpeg_fast(data, policy, scratch)
 
 
 def decode_bytes(data: bytes, name: str, policy: DecodePolicy,

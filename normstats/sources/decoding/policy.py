@@ -125,6 +125,19 @@ class DecodePolicy:
             return int(self.max_file_bytes)
         return default_file_limit(self.max_pixels)
 
+    @property
+    def keeps_pixels_as_decoded(self) -> bool:
+        """No resize, crop or nodata: an image's values are its decoded pixels, all counted.
+
+        Examples
+        --------
+        >>> DecodePolicy("RGB").keeps_pixels_as_decoded
+        True
+        >>> DecodePolicy("RGB", resize=8).keeps_pixels_as_decoded
+        False
+        """
+        return self.resize is None and self.center_crop is None and self.nodata is None
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", parse_mode(self.mode))  # frozen: set once, here
         if parse_limit(self.max_pixels, "max_pixels") is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from reliability_helpers import lock_for_decoder
+from reliability_helpers import lock_for_decoder, replace_file_decoder
 
 import normstats
 import normstats.engine.cache.run as cache_run
@@ -54,7 +54,7 @@ def test_a_content_failure_worded_like_a_transient_one_is_cached(png_folder, tmp
             raise UnreadableInputError(reason, "odd.png")
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(folder_module, "decode_file", decode)
+    replace_file_decoder(monkeypatch, decode)
     cache = tmp_path / "cache"
     first = run(root, cache)
     assert first.skipped == (Skipped("odd.png", reason, SkipKind.UNREADABLE),)

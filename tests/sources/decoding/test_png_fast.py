@@ -227,6 +227,20 @@ def test_libpng_warnings_stay_quiet_during_normstats_decodes_only(caplog):
     assert "Extra compressed data" in caplog.text
 
 
+
+def test_decoder_logs_stay_quiet_until_the_outermost_decode_ends(caplog):
+    """The quiet is entered around every decode, a raster's inside a TIFF's: an inner
+    decode ending, or failing, must not let the outer one's lines through."""
+    logger = logging.getLogger("imagecodecs")
+    with caplog.at_level(logging.WARNING, logger="imagecodecs"):
+        with png_fast.quiet_decoder_logs():
+            with pytest.raises(ValueError), png_fast.quiet_decoder_logs():
+                raise ValueError("a decoder failed")
+            logger.warning("outer decode")
+        assert not caplog.records
+        logger.warning("the user's own line")
+    assert [record.message for record in caplog.records] == ["the user's own line"]
+
 # -- the compiled chunk walk answers as the Python walk does ---------------------------------
 
 def test_the_compiled_chunk_walk_is_built_with_the_install():
