@@ -232,23 +232,30 @@ def bench_dask(quick: bool) -> dict:
     values["zarr_vs_read"] = values["zarr_best_s"] / values["read_s"]
     values["zarr_vs_dask_read"] = values["zarr_best_s"] / values["dask_read_s"]
     values["dask_read_vs_read"] = values["dask_read_s"] / values["read_s"]
-    goals = [goal("compute(da.from_zarr) within 15% of merely reading the store (best of 7, "
-                  "alternated; the faster of dz.compute() and zarr's slice)",
-                  values["zarr_vs_read"], "<=", 1.15, "{:.2f}×"),
-             goal("same, within 15% of reading the store through Dask (each chunk read by a "
-                  "Dask task and dropped: the floor of any Dask reduction; best of 7, alternated)",
-                  values["zarr_vs_dask_read"], "<=", 1.15, "{:.2f}×"),
-             goal("same, ≥ 20× dask.array mean/std", values["vs_dask_array"], ">=", 20,
-                  "{:.1f}×"),
-             goal("compute(images(folder)) within 15% of compute(folder)",
-                  values["images_vs_folder"], "<=", 1.15, "{:.2f}×"),
-             goal("dask-image imread + dask.array mean/std takes ≥ 5× compute(images(folder))",
-                  values["vs_dask_image"], ">=", 5, "{:.1f}×"),
-             goal("distributed: the client receives under 0.1% of the array's bytes",
-                  values["bytes_to_client"] / values["array_bytes"], "<", 0.001, "{:.1e}")]
     return {"title": "Dask arrays in and out", "tables": {"main": {"columns": COLUMNS,
                                                                     "rows": cells}},
-            "values": values, "goals": goals}
+            "values": values, "goals": goals(values)}
+
+
+def goals(values: dict) -> list[dict]:
+    """The section's goals, from its measured ``values``. Reading the store through Dask
+    (no reduction) is the floor of any reduction through Dask, against zarr's own read."""
+    return [goal("compute(da.from_zarr) within 15% of merely reading the store (best of 7, "
+                 "alternated; the faster of dz.compute() and zarr's slice)",
+                 values["zarr_vs_read"], "<=", 1.15, "{:.2f}×",
+                 floor=("the Dask read of the store alone",
+                        values["dask_read_vs_read"])),
+            goal("same, within 15% of reading the store through Dask (each chunk read by a "
+                 "Dask task and dropped: the floor of any Dask reduction; best of 7, alternated)",
+                 values["zarr_vs_dask_read"], "<=", 1.15, "{:.2f}×"),
+            goal("same, ≥ 20× dask.array mean/std", values["vs_dask_array"], ">=", 20,
+                 "{:.1f}×"),
+            goal("compute(images(folder)) within 15% of compute(folder)",
+                 values["images_vs_folder"], "<=", 1.15, "{:.2f}×"),
+            goal("dask-image imread + dask.array mean/std takes ≥ 5× compute(images(folder))",
+                 values["vs_dask_image"], ">=", 5, "{:.1f}×"),
+            goal("distributed: the client receives under 0.1% of the array's bytes",
+                 values["bytes_to_client"] / values["array_bytes"], "<", 0.001, "{:.1e}")]
 
 
 if __name__ == "__main__":

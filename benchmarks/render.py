@@ -4,7 +4,8 @@ The template (``README.template.md``) holds the fixed prose; every figure comes 
 ``results.json`` through these placeholders:
 
 - ``{{machine}}``: one line per distinct machine the sections ran on;
-- ``{{goals}}``: the "Goals at a glance" table, "met" computed against each threshold;
+- ``{{goals}}``: the "Goals at a glance" table, "met" computed against each threshold (and
+  against the goal's measured floor, `verdict`);
 - ``{{table:SECTION}}``: the section's table(s), headed by when and under what load they ran;
 - ``{{value:SECTION.NAME:FORMAT}}``: one named figure of a section, e.g.
   ``{{value:overhead.dask_over_pool:{:.1%}}}``.
@@ -62,14 +63,25 @@ def section_tables(results: dict, name: str) -> str:
     return "\n".join(lines).rstrip("\n")
 
 
+def verdict(goal: dict) -> str:
+    """"yes", "no", or, where the goal's floor (a figure no tool gets past, measured in the
+    same run) misses the threshold itself, "no" with that floor: not reachable there."""
+    if OPS[goal["op"]](goal["value"], goal["threshold"]):
+        return "yes"
+    floor = goal.get("floor")
+    if floor is None or OPS[goal["op"]](floor["value"], goal["threshold"]):
+        return "no"
+    return (f"no: not reachable on this run's machine, {floor['what']} is "
+            f"{goal['format'].format(floor['value'])}")
+
+
 def goals_table(results: dict, order: list[str]) -> str:
     lines = ["| goal | measured | threshold | met |", "|---|---|---|---|"]
     for name in order:
         for goal in results.get(name, {}).get("goals", []):
-            met = OPS[goal["op"]](goal["value"], goal["threshold"])
             lines.append(f"| {goal['goal']} | **{goal['format'].format(goal['value'])}** | "
                          f"{goal['op']} {goal['format'].format(goal['threshold'])} | "
-                         f"{'yes' if met else 'no'} |")
+                         f"{verdict(goal)} |")
         if name not in results:
             lines.append(f"| section `{name}` | {missing(name)} | | |")
     return "\n".join(lines)

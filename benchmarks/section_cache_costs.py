@@ -136,18 +136,25 @@ def bench_cache_costs(quick: bool) -> dict:
     table = {"columns": [["fresh process (2 workers)", ""], ["median s", "{:.3f}"],
                          ["min–max s", "{:.3f}"], ["peak MB", "{:,.1f}"]], "rows": rows}
     return {"title": "the record cache at the limit", "tables": {"main": table},
-            "values": values, "goals": [
-                goal(f"filling the record cache: ≤ +10% on a cold run of {big:,} PNGs 16²",
-                     values["filling_cost"], "<=", 0.10, "{:+.1%}"),
-                goal("peak memory of a cached cold run ≤ 1.3× without the cache",
-                     values["peak_ratio"], "<=", 1.3, "{:.2f}×"),
-                goal(f"warm re-run of {big:,} files ≤ 1.5× a walk+stat process",
-                     values["warm_ratio_big"], "<=", 1.5, "{:.2f}×"),
-                goal(f"warm re-run of {small:,} files ≤ 3× a walk+stat process",
-                     values["warm_ratio_small"], "<=", 3, "{:.2f}×"),
-                goal(f"warm re-run of {small:,} files ≤ 1.5× the walk+stat process after "
-                     "import numpy, click", values["warm_over_numpy_floor_small"], "<=", 1.5,
-                     "{:.2f}×")]}
+            "values": values, "goals": goals(values)}
+
+
+def goals(values: dict) -> list[dict]:
+    """The section's goals, from its measured ``values``."""
+    big, small = values["big"], values["small"]
+    return [goal(f"filling the record cache: ≤ +10% on a cold run of {big:,} PNGs 16²",
+                 values["filling_cost"], "<=", 0.10, "{:+.1%}"),
+            goal("peak memory of a cached cold run ≤ 1.3× without the cache",
+                 values["peak_ratio"], "<=", 1.3, "{:.2f}×"),
+            goal(f"warm re-run of {big:,} files ≤ 1.5× a walk+stat process",
+                 values["warm_ratio_big"], "<=", 1.5, "{:.2f}×"),
+            goal(f"warm re-run of {small:,} files ≤ 3× a walk+stat process",
+                 values["warm_ratio_small"], "<=", 3, "{:.2f}×",
+                 floor=("the same walk after import numpy, click",
+                        values["numpy_floor_ratio_small"])),
+            goal(f"warm re-run of {small:,} files ≤ 1.5× the walk+stat process after "
+                 "import numpy, click", values["warm_over_numpy_floor_small"], "<=", 1.5,
+                 "{:.2f}×")]
 
 
 if __name__ == "__main__":  # one section alone, printed (run.py saves and renders)

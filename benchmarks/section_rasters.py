@@ -179,16 +179,25 @@ def bench_rasters(quick: bool) -> dict:
     values = {"small_tiles": small, "large_tiles": large,
               **{f"small_{k}": v for k, v in small_values.items()},
               **{f"large_{k}": v for k, v in large_values.items()}}
-    goals = []
-    for label, count, size in (("small", small, 64), ("large", large, 256)):
-        goals += [
+    return {"title": "multispectral GeoTIFF tiles with nodata",
+            "tables": {"main": {"columns": columns, "rows": rows_small + rows_large}},
+            "values": values, "goals": goals(values)}
+
+
+def goals(values: dict) -> list[dict]:
+    """The section's goals, from its measured ``values``. The peer's floor is the
+    decode-only process: its time against the peer's (peer/ours over ceiling/ours)."""
+    made = []
+    for label, size in (("small", 64), ("large", 256)):
+        count = values[f"{label}_tiles"]
+        made += [
             goal(f"{count:,} GeoTIFF tiles {size}²×13 uint16, 10% nodata: whole process ≥ 10× "
                  "the torchgeo-style peer", values[f"{label}_peer_speedup"], ">=", 10,
-                 "{:.1f}×"),
+                 "{:.1f}×", floor=("the decode-only process against the peer",
+                                   values[f"{label}_peer_speedup"]
+                                   / values[f"{label}_share_of_decode"])),
             goal("same: ≥ 80% of a decode-only Pool(2) tifffile process",
                  values[f"{label}_share_of_decode"], ">=", 0.8, "{:.1%}"),
             goal("same: mean and std bit-identical to the exact oracle",
                  values[f"{label}_exact"], ">=", 1, "{:.0f}")]
-    return {"title": "multispectral GeoTIFF tiles with nodata",
-            "tables": {"main": {"columns": columns, "rows": rows_small + rows_large}},
-            "values": values, "goals": goals}
+    return made

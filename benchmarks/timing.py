@@ -64,6 +64,15 @@ def peer_table(rows: list[tuple], work: int, reference: str) -> dict:
                      for name, med, low, high, diff in rows]}
 
 
-def goal(text: str, value: float, op: str, threshold: float, shown: str) -> dict:
-    """A goal of the issue: ``value op threshold`` decides "met"; ``shown`` formats value."""
-    return {"goal": text, "value": value, "op": op, "threshold": threshold, "format": shown}
+def goal(text: str, value: float, op: str, threshold: float, shown: str,
+         floor: tuple[str, float] | None = None) -> dict:
+    """A goal of the issue: ``value op threshold`` decides "met"; ``shown`` formats value.
+
+    ``floor`` is (what it is, its value, in ``shown``'s units): a figure of the same run
+    that no tool reaches past, say the decode-only process's own intercept for a goal on
+    normstats' intercept. Where the floor itself misses the threshold, the goals table
+    says the goal cannot be met on the machine of that run, and why."""
+    made = {"goal": text, "value": value, "op": op, "threshold": threshold, "format": shown}
+    if floor is not None:
+        made["floor"] = {"what": floor[0], "value": floor[1]}
+    return made

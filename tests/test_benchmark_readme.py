@@ -69,6 +69,16 @@ def test_goals_met_is_computed_against_the_threshold():
     assert "python benchmarks/run.py --only y" in lines[4]
 
 
+def test_a_goal_is_unreachable_only_where_its_measured_floor_misses_the_threshold():
+    def intercept(value: float, floor: float) -> dict:
+        return {"goal": "intercept", "value": value, "op": "<=", "threshold": 0.2,
+                "format": "{:.3f} s", "floor": {"what": "the ceiling's own", "value": floor}}
+    assert render.verdict(intercept(0.19, 0.25)) == "yes"
+    assert render.verdict(intercept(0.34, 0.18)) == "no"  # the floor leaves room: ours to fix
+    assert render.verdict(intercept(0.34, 0.32)) == \
+        "no: not reachable on this run's machine, the ceiling's own is 0.320 s"
+
+
 def test_cells_render_spreads_strings_and_formats():
     table = {"columns": [["tool", ""], ["median s", "{:.3f}"], ["spread s", "{:.3f}"]],
              "rows": [["numpy", 1.23456, [1.0, 2.5]]]}
