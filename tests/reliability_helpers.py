@@ -21,13 +21,13 @@ OWN_PEAK_KB = ("next(int(line.split()[1]) for line in open('/proc/self/status') 
 
 
 def replace_file_decoder(monkeypatch, decode) -> None:
-    """Decode every file of a folder with ``decode`` (``decode_file``'s signature): plain
-    files, which a folder task otherwise takes from their bytes straight into its records
-    (`normstats.sources.folder.FolderTask.run`), go through it too."""
+    """Decode every file of a folder with ``decode`` (``decode_file``'s signature): folder
+    tasks run as every decoding task does, file by file through ``decode_file``, not
+    straight from the bytes into their records (`normstats.sources.folder.FolderTask.run`)."""
     import normstats.sources.folder as folder_module
 
     monkeypatch.setattr(folder_module, "decode_file", decode)
-    monkeypatch.setattr(folder_module, "plain_file_pixels", lambda *args, **kwargs: None)
+    monkeypatch.setattr(folder_module.FolderTask, "run", folder_module.DecodingTask.run)
 
 
 def lock_for_decoder(monkeypatch, name: str) -> None:

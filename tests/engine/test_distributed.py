@@ -283,18 +283,16 @@ def test_killing_a_worker_mid_run_changes_nothing(client, folder, tmp_path):
             return real(data, name, *rest)
 
         decode.decode_bytes = decode_bytes
-        # plain files too go through decode_bytes (`FolderTask.run` takes them straight)
-        folder._unarmed_plain_file_pixels = getattr(folder, "_unarmed_plain_file_pixels",
-                                                    folder.plain_file_pixels)
-        folder.plain_file_pixels = lambda *args, **kwargs: None
+        # every file through decode_file (`FolderTask.run` takes plain ones straight)
+        folder._unarmed_run = getattr(folder, "_unarmed_run", folder.FolderTask.run)
+        folder.FolderTask.run = folder.DecodingTask.run
 
     def _disarm() -> None:
         from normstats.sources import folder
         from normstats.sources.decoding import decode
 
         decode.decode_bytes = getattr(decode, "_unarmed_decode_bytes", decode.decode_bytes)
-        folder.plain_file_pixels = getattr(folder, "_unarmed_plain_file_pixels",
-                                           folder.plain_file_pixels)
+        folder.FolderTask.run = getattr(folder, "_unarmed_run", folder.FolderTask.run)
 
     marker = tmp_path / "killed"
     client.run(_arm, str(marker), os.path.join("cat", "031.png"))

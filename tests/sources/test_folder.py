@@ -287,26 +287,36 @@ def record_fields(records) -> list:
 @pytest.mark.parametrize("mode", ["RGB", "L"])
 def test_plain_files_go_straight_into_the_records_as_decode_file_would_give_them(
         tmp_path, rng, monkeypatch, mode):
-    """FolderTask.run adds what the fast decoders take without decode_file; every other
-    file still takes decode_file, and the records and skips are those of decoding each
-    file into an image first (`decode_all`), key for key and in order."""
+    """FolderTask.run reads every file once and adds what the fast decoders take without
+    an image tuple; every other file is decoded from the same bytes, and the records and
+    skips are those of decoding each file into an image first (`decode_all`), key for key
+    and in order."""
     from normstats.maths.records import concat_records
     from normstats.sources import folder
-    from normstats.sources.decoding.decode import plain_file_pixels
+    from normstats.sources.decoding import decode as decode_module
+    from normstats.sources.decoding.decode import fast_pixels
 
     others = write_plain_and_other_files(tmp_path / "d", rng)
     source = open_source(tmp_path / "d", mode=mode, max_file_bytes=100_000)
     (task,) = source.tasks(100, 1)
-    fast = {path for path, _ in task.files.paths_and_sizes()
-            if plain_file_pixels(str(tmp_path / "d" / path), task.policy) is not None}
+    paths = {path for path, _ in task.files.paths_and_sizes()}
+    fast = {path for path in paths - {"k_big.png"}  # over --max-file-bytes: never decoded
+            if fast_pixels((tmp_path / "d" / path).read_bytes(), task.policy) is not None}
     assert fast == ({"a_rgb.png", "b_grey.png", "c_icc.png", "d_photo.jpg", "e_grey.jpg"}
                     if mode == "RGB" else {"b_grey.png", "e_grey.jpg"}) and not fast & others
-    calls = []
-    decode_file = folder.decode_file
-    monkeypatch.setattr(folder, "decode_file", lambda path, *a, **k: (
-        calls.append(os.path.basename(path)), decode_file(path, *a, **k))[1])
+    reads, slow = [], []
+    read, decode_bytes = folder.read_image_bytes, folder.decode_bytes
+    monkeypatch.setattr(folder, "read_image_bytes", lambda path, *a: (
+        reads.append(os.path.basename(path)), read(path, *a))[1])
+    monkeypatch.setattr(folder, "decode_bytes", lambda data, name, *a, **k: (
+        slow.append(name), decode_bytes(data, name, *a, **k))[1])
+    monkeypatch.setattr(folder, "decode_file", None)  # never called: each file read once
+    tried_again = []
+    monkeypatch.setattr(decode_module, "fast_pixels", lambda *a: tried_again.append(a))
     result = task.run()
-    assert sorted(calls) == sorted({path for path, _ in task.files.paths_and_sizes()} - fast)
+    assert sorted(reads) == sorted(paths) and tried_again == []  # refused once is enough
+    assert sorted(slow) == sorted(paths - fast - {"k_big.png"})  # over the limit: unread
+    monkeypatch.undo()
     decoded, skipped = task.decode_all()
     assert result.skipped == skipped
     assert {s.path for s in skipped} == {"h_16bit.png", "i_cut.png", "j_empty.jpg", "k_big.png"}

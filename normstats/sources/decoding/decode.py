@@ -83,8 +83,8 @@ _TIFF_HEADS = TIFF_SIGNATURES + BIGTIFF_SIGNATURES
 _PHOTOMETRIC, _PALETTE = 262, 3
 
 __all__ = ["MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
-           "decode_file", "decode_bytes", "decode_jpeg_fast", "plain_file_pixels",
-           "read_whole_file",
+           "decode_file", "decode_bytes", "decode_jpeg_fast", "fast_pixels",
+           "read_image_bytes", "read_whole_file",
            "channel_names_for", "DecodedImage", "Scratch", "OutputBuffer", "lift_pillow_limit"]
 
 #: Whether this process is a pool worker of normstats' own (`lift_pillow_limit`).
@@ -131,8 +131,8 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
     ((2, 3, 3), ('R', 'G', 'B'))
     """
     name = name or path
+    data = read_image_bytes(path, name, policy, size_hint)
     try:
-        data = read_image_file(path, name, policy.file_byte_limit, size_hint)
         sidecar = read_sidecar(path, name, policy.file_byte_limit) \
             if sidecars and policy.mode == "keep" else None
     except MemoryError:
@@ -140,32 +140,49 @@ def decode_file(path: str, policy: DecodePolicy, name: str | None = None,
     return decode_bytes(data, name, policy, scratch, sidecar)
 
 
-def plain_file_pixels(path: str, policy: DecodePolicy, scratch: OutputBuffer | None = None,
-                      size_hint: int | None = None) -> np.ndarray | None:
-    """The pixels of a file the fast decoders take (a plain PNG, a YCbCr or grey JPEG),
-    read and decoded with nothing around them, or None for any other file.
-
-    What `decode_file` gives such a file under a policy whose images are its decoded
-    pixels (`DecodePolicy.keeps_pixels_as_decoded`), without its layers: on a folder of
-    32×32 PNGs, about a tenth of a file's time. None says nothing about the file:
-    `decode_file` then reads it again and gives its verdict, error and wording included.
+def read_image_bytes(path: str, name: str, policy: DecodePolicy,
+                     size_hint: int | None = None) -> bytes:
+    """The bytes of the image file ``path`` under the policy's byte limit
+    (`read_image_file`); running out of memory is the moment's fault, not the file's: a
+    `TransientInputError` (`OUT_OF_MEMORY_REASON`). Errors name ``name``.
 
     Examples
     --------
     >>> import tempfile, os
-    >>> from PIL import Image
-    >>> folder = tempfile.mkdtemp()
-    >>> Image.new("L", (3, 2), 7).save(os.path.join(folder, "a.png"))
-    >>> plain_file_pixels(os.path.join(folder, "a.png"), DecodePolicy("RGB")).shape
-    (2, 3, 3)
-    >>> Image.new("L", (3, 2), 7).save(os.path.join(folder, "a.bmp"))
-    >>> plain_file_pixels(os.path.join(folder, "a.bmp"), DecodePolicy("RGB")) is None
-    True
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.png")
+    >>> _ = open(path, "wb").write(b"abc")
+    >>> read_image_bytes(path, "a.png", DecodePolicy(max_file_bytes=2))
+    Traceback (most recent call last):
+    ...
+    normstats.errors.RefusedInputError: a.png: file of 3 bytes is over the limit of 2 bytes; ...
     """
     try:
-        data = read_whole_file(path, size_hint, policy.file_byte_limit)
-    except (OSError, MemoryError):
-        return None  # decode_file reads it again and names the problem
+        return read_image_file(path, name, policy.file_byte_limit, size_hint)
+    except MemoryError:
+        raise TransientInputError(OUT_OF_MEMORY_REASON, name) from None
+
+
+def fast_pixels(data: bytes, policy: DecodePolicy,
+                scratch: OutputBuffer | None = None) -> np.ndarray | None:
+    """The pixels of image bytes the fast decoders take (a plain PNG, a YCbCr or grey
+    JPEG: `decode_png_fast`, `decode_jpeg_fast`), or None for any other bytes.
+
+    Before any transform: what `decode_bytes` gives such bytes under a policy that keeps
+    pixels as decoded (`DecodePolicy.keeps_pixels_as_decoded`), without the image tuple
+    around them. The file's signature picks the decoder to try (a call less for the
+    other format).
+
+    Examples
+    --------
+    >>> import io
+    >>> from PIL import Image
+    >>> png = io.BytesIO(); Image.new("L", (3, 2), 7).save(png, format="PNG")
+    >>> fast_pixels(png.getvalue(), DecodePolicy("RGB")).shape
+    (2, 3, 3)
+    >>> bmp = io.BytesIO(); Image.new("L", (3, 2), 7).save(bmp, format="BMP")
+    >>> fast_pixels(bmp.getvalue(), DecodePolicy("RGB")) is None
+    True
+    """
     if data.startswith(PNG_SIGNATURE):
         return decode_png_fast(data, policy, scratch)
     return decode_jpeg_fast(data, policy, scratch)
@@ -173,7 +190,7 @@ def plain_file_pixels(path: str, policy: DecodePolicy, scratch: OutputBuffer | N
 
 def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
                  scratch: OutputBuffer | None = None,
-                 sidecar: Sidecar | None = None) -> DecodedImage:
+                 sidecar: Sidecar | None = None, *, fast: bool = True) -> DecodedImage:
     """Decode image bytes to (H, W, C) under ``policy``; errors name ``name``. A
     ``sidecar`` (the bytes of its mask file) masks the pixels, as its own mask page does.
 
@@ -187,9 +204,12 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     Traceback (most recent call last):
     ...
     normstats.errors.UnreadableInputError: a.png: zero-byte file
+
+    ``fast=False`` says the fast decoders refused these bytes already (`fast_pixels`):
+    they are not tried again.
     """
     try:
-        image = _decode_bytes(data, name, policy, scratch)
+        image = _decode_bytes(data, name, policy, scratch, fast)
         if sidecar is not None:
             image = image._replace(mask=_either(image.mask, mask_file(
                 sidecar.data, f"mask file {sidecar.name}", image.pixels.shape, name)))
@@ -199,19 +219,16 @@ def decode_bytes(data: bytes, name: str, policy: DecodePolicy,
 
 
 def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
-                  scratch: OutputBuffer | None) -> DecodedImage:
+                  scratch: OutputBuffer | None, fast: bool = True) -> DecodedImage:
     """The pixels as decoded, before the policy's resize and crop."""
     if not data:
         raise UnreadableInputError("zero-byte file", name)
     if policy.mode == "keep" and data[:4] in _TIFF_HEADS and needs_raster_path(data):
         return decode_raster(data, name, policy)
-    # the file's signature picks the fast path to try (a call less for the other format)
-    if data.startswith(PNG_SIGNATURE):
-        fast = decode_png_fast(data, policy, scratch)
-    else:
-        fast = decode_jpeg_fast(data, policy, scratch)
-    if fast is not None:
-        return DecodedImage(fast, channel_names_for(policy.mode, fast.shape[2]), policy.nodata)
+    pixels = fast_pixels(data, policy, scratch) if fast else None
+    if pixels is not None:
+        return DecodedImage(pixels, channel_names_for(policy.mode, pixels.shape[2]),
+                            policy.nodata)
     # Pillow's image module loads with the first file it decodes: a run whose records all
     # come from the cache, or whose files all take the fast paths, never needs it.
     from PIL import Image, UnidentifiedImageError
