@@ -195,7 +195,8 @@ static void portable_image(const uint8_t *restrict pixels, Py_ssize_t length,
  * bytes in order, into L1, just before reading them (the hardware then streams ahead of
  * that sequential order), and while a chunk is read, the chunk after it in the same image
  * is fetched into L2 PREFETCH_BYTES ahead (about two chunks; into L1 that far ahead, it
- * would evict the chunk being read). Measured on one Zen 4 core from memory: 32x32x3 at
+ * would evict the chunk being read), but never past the call's last pixel (see
+ * fetch_ahead). Measured on one Zen 4 core from memory: 32x32x3 at
  * 20 GB/s, 256x256x3 at 31; from cache and on one-block periods (C = 1, 2, 4, ...: their
  * reads are sequential already, and take neither) nothing changes. */
 #define PREFETCH_BYTES 32768
@@ -249,6 +250,7 @@ typedef struct {
      * 4g..4g+3 (its bytes 16g + KIND_OFFSET + 2m of the period). Zero between flushes. */
     uint32_t *sums, *squares;
     uint8_t *lows, *highs; /* [P], in byte order: byte i of the period */
+    const uint8_t *end;    /* the end of the call's pixels: nothing past it is fetched */
 } lanes_t;
 
 static Py_ssize_t gcd(Py_ssize_t a, Py_ssize_t b) {
@@ -376,11 +378,21 @@ INLINE void fetch_in_order(const uint8_t *p, Py_ssize_t bytes) {
         __builtin_prefetch(p + b, 0, 3);
 }
 
-/* Fetch the bytes PREFETCH_BYTES after `p` into L2. Only asked while a later chunk of the
- * image follows, yet that may lie less far ahead: past the image, a hint never faults;
- * the address is formed as an integer, since such a pointer would be undefined. */
+/* Fetch the bytes PREFETCH_BYTES after `p` into L2. Only asked for chunks whose fetches
+ * stay within the call's pixels (`fetches_ahead`). */
 INLINE void fetch_ahead(const uint8_t *p) {
-    __builtin_prefetch((const void *)((uintptr_t)p + PREFETCH_BYTES), 0, 2);
+    __builtin_prefetch(p + PREFETCH_BYTES, 0, 2);
+}
+
+/* Whether a chunk of a strided layout ending at `chunk_end` fetches ahead: only while
+ * every line it would fetch (all below chunk_end + PREFETCH_BYTES) lies within the call's
+ * pixels. A hint past them never faults, but where those pages are not mapped each one
+ * costs a page walk: on a virtual machine (AMD EPYC, 2 vCPUs) a lone 256x256x3 array
+ * took 63 us with such hints, 25 without them (benchmarks/kernel_speed.py). Within the
+ * call's pixels the fetches stay, into the next image of a batch too: a batch of 50,000
+ * 32x32x3 images streamed from memory went from 4.0 to 4.5 GB/s on that machine. */
+INLINE int fetches_ahead(const lanes_t *lanes, const uint8_t *chunk_end) {
+    return (uintptr_t)lanes->end - (uintptr_t)chunk_end >= PREFETCH_BYTES;
 }
 
 typedef void (*pairs_fn)(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs);
@@ -491,7 +503,7 @@ TARGET_AVX512 INLINE void pairs_avx512(lanes_t *lanes, const uint8_t *base, Py_s
     for (Py_ssize_t first = 0; first < pairs; first += layout->chunk_pairs) {
         const Py_ssize_t steps =
             pairs - first < layout->chunk_pairs ? pairs - first : layout->chunk_pairs;
-        const int later = strided && first + steps < pairs;
+        const int later = strided && fetches_ahead(lanes, base + (first + steps) * step);
         for (Py_ssize_t v = 0; v < layout->blocks; v++) {
             uint32_t *s = lanes->sums + 16 * v, *q = lanes->squares + 16 * v;
             offset_t a = {{_mm512_loadu_si512(q), _mm512_loadu_si512(q + kind),
@@ -799,7 +811,7 @@ static void pairs_avx2(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
     for (Py_ssize_t first = 0; first < pairs; first += layout->chunk_pairs) {
         const Py_ssize_t steps =
             pairs - first < layout->chunk_pairs ? pairs - first : layout->chunk_pairs;
-        const int later = strided && first + steps < pairs;
+        const int later = strided && fetches_ahead(lanes, base + (first + steps) * step);
         for (Py_ssize_t h = 0; h < 2 * layout->blocks; h++) {
             const Py_ssize_t v = h / 2, lane = 16 * v + 8 * (h % 2), byte = 32 * h;
             uint32_t *s = lanes->sums + lane, *q = lanes->squares + lane;
@@ -1140,7 +1152,8 @@ static int run_moments(const variant_t *variant, int every_row, const uint8_t *b
         lanes_t lanes = {layout, (uint32_t *)memory,
                          (uint32_t *)(memory + 4 * layout->period),
                          memory + 2 * 4 * layout->period,
-                         memory + 2 * 4 * layout->period + layout->period};
+                         memory + 2 * 4 * layout->period + layout->period,
+                         base + count * row_bytes};
         memset(memory, 0, (size_t)(2 * 4 * layout->period)); /* the sums and squares */
         for (Py_ssize_t n = 0; n < count; n++)
             variant->image(&lanes, base + n * row_bytes, row_bytes, sum_out + n * channels,
