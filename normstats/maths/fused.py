@@ -9,7 +9,7 @@ lane always holds one channel: the bytes of two periods are paired into 16-bit w
 whose squares ``vpmaddwd`` adds into 32-bit lanes of one byte offset each, sums run in
 16-bit lanes, extremes are byte minima and maxima, and the lanes are flushed into int64
 every 65,536 pixels, before they could overflow. Three-channel images of up to 128×128
-keep every accumulator in registers and end in register folds (the general end of an
+keep every accumulator in registers (with AVX-512 and with AVX2) and end in register folds (the general end of an
 image cost as much as reading a 32×32×3 one), and reads from memory are prefetched in
 the order the kernel takes them, never past the pixels of the call (where no page is
 mapped, each such hint cost a page walk: a lone 256×256×3 array took 2.5× as long on a
