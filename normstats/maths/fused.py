@@ -9,16 +9,17 @@ lane always holds one channel: the bytes of two periods are paired into 16-bit w
 whose squares ``vpmaddwd`` adds into 32-bit lanes of one byte offset each, sums run in
 16-bit lanes, extremes are byte minima and maxima, and the lanes are flushed into int64
 every 65,536 pixels, before they could overflow. Three-channel images of up to 128×128
-keep every accumulator in registers (with AVX-512 and with AVX2) and end in register folds (the general end of an
-image cost as much as reading a 32×32×3 one), and reads from memory are prefetched in
-the order the kernel takes them, never past the pixels of the call (where no page is
-mapped, each such hint cost a page walk: a lone 256×256×3 array took 2.5× as long on a
-virtual machine's EPYC). Measured on one core of a Zen 4 EPYC, images in cache: 39 GB/s
-on 256×256×3 images (35 with one channel, 42 with four) and 29 GB/s on batches of
-32×32×3 ones, streamed from memory 24 and 26, where the compiler-vectorised loop that
-other platforms use gives 11 and 6 GB/s (as exact). Integer arithmetic throughout:
-results are exact and identical to `normstats.maths.image_moments`. The same library
-adds 8-bit images onto the mean image's running sums (`uint8_running_sums`).
+keep every accumulator in registers (with AVX-512 and with AVX2) and end in register
+folds (the general end of an image cost as much as reading a 32×32×3 one), and reads from
+memory are prefetched in the order the kernel takes them, never past the pixels of the
+call (where no page is mapped, each such hint cost a page walk: a lone 256×256×3 array
+took 2.5× as long on a virtual machine's EPYC). Measured on one core of a Zen 4 EPYC,
+images in cache: 39 GB/s on 256×256×3 images (35 with one channel, 42 with four) and
+29 GB/s on batches of 32×32×3 ones, streamed from memory 24 and 26, where the
+compiler-vectorised loop that other platforms use gives 11 and 6 GB/s (as exact).
+Integer arithmetic throughout: results are exact and identical to
+`normstats.maths.image_moments`. The same library adds 8-bit images onto the mean
+image's running sums (`uint8_running_sums`).
 
 Loading it is an ordinary import of a small library: no compiler runs at run time, and a
 run of three images pays nothing for it. An installation without it (built where no C
