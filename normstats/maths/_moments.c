@@ -391,8 +391,8 @@ INLINE void fetch_ahead(const uint8_t *p) {
  * took 63 us with such hints, 25 without them (benchmarks/kernel_speed.py). Within the
  * call's pixels the fetches stay, into the next image of a batch too: a batch of 50,000
  * 32x32x3 images streamed from memory went from 4.0 to 4.5 GB/s on that machine. */
-INLINE int fetches_ahead(const lanes_t *lanes, const uint8_t *chunk_end) {
-    return (uintptr_t)lanes->end - (uintptr_t)chunk_end >= PREFETCH_BYTES;
+INLINE int fetches_ahead(const uint8_t *end, const uint8_t *chunk_end) {
+    return (uintptr_t)end - (uintptr_t)chunk_end >= PREFETCH_BYTES;
 }
 
 typedef void (*pairs_fn)(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs);
@@ -503,7 +503,7 @@ TARGET_AVX512 INLINE void pairs_avx512(lanes_t *lanes, const uint8_t *base, Py_s
     for (Py_ssize_t first = 0; first < pairs; first += layout->chunk_pairs) {
         const Py_ssize_t steps =
             pairs - first < layout->chunk_pairs ? pairs - first : layout->chunk_pairs;
-        const int later = strided && fetches_ahead(lanes, base + (first + steps) * step);
+        const int later = strided && fetches_ahead(lanes->end, base + (first + steps) * step);
         for (Py_ssize_t v = 0; v < layout->blocks; v++) {
             uint32_t *s = lanes->sums + 16 * v, *q = lanes->squares + 16 * v;
             offset_t a = {{_mm512_loadu_si512(q), _mm512_loadu_si512(q + kind),
@@ -802,26 +802,49 @@ static void image_avx512vnni(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t l
 /* Half h of a block makes lanes 8h..8h+7 of each kind: the unpacks work within 16-byte
  * granules, AVX2's as AVX-512's. */
 
+/* One half's accumulators, as offset_t: passed to inlined functions only, registers. */
+typedef struct {
+    __m256i q[4], lo, hi, even, odd;
+} half_t;
+
+/* One step: the halves at `p` (period 2t) and `p + period` (period 2t + 1) into one
+ * half's accumulators (pair_step_avx512 in two halves). */
+TARGET_AVX2 INLINE void pair_step_avx2(const uint8_t *p, Py_ssize_t period, half_t *a) {
+    const __m256i low_bytes = _mm256_set1_epi16(0x00FF);
+    __m256i x = _mm256_loadu_si256((const __m256i *)p),
+            y = _mm256_loadu_si256((const __m256i *)(p + period));
+    IN_REGISTERS(x, y);
+    a->lo = _mm256_min_epu8(a->lo, _mm256_min_epu8(x, y));
+    a->hi = _mm256_max_epu8(a->hi, _mm256_max_epu8(x, y));
+    const __m256i xe = _mm256_and_si256(x, low_bytes), xo = _mm256_srli_epi16(x, 8);
+    const __m256i ye = _mm256_and_si256(y, low_bytes), yo = _mm256_srli_epi16(y, 8);
+    a->even = _mm256_add_epi16(a->even, _mm256_add_epi16(xe, ye));
+    a->odd = _mm256_add_epi16(a->odd, _mm256_add_epi16(xo, yo));
+    const __m256i u[4] = {_mm256_unpacklo_epi16(xe, ye), _mm256_unpackhi_epi16(xe, ye),
+                          _mm256_unpacklo_epi16(xo, yo), _mm256_unpackhi_epi16(xo, yo)};
+    for (int k = 0; k < 4; k++)
+        a->q[k] = _mm256_add_epi32(a->q[k], _mm256_madd_epi16(u[k], u[k]));
+}
+
 TARGET_AVX2 NOINLINE
 static void pairs_avx2(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
     const layout_t *layout = lanes->layout;
     const Py_ssize_t period = layout->period, step = 2 * period, kind = 16 * layout->blocks;
-    const __m256i low_bytes = _mm256_set1_epi16(0x00FF), zero = _mm256_setzero_si256();
+    const __m256i zero = _mm256_setzero_si256();
     const int strided = layout->blocks > 1; /* see PREFETCH_BYTES */
     for (Py_ssize_t first = 0; first < pairs; first += layout->chunk_pairs) {
         const Py_ssize_t steps =
             pairs - first < layout->chunk_pairs ? pairs - first : layout->chunk_pairs;
-        const int later = strided && fetches_ahead(lanes, base + (first + steps) * step);
+        const int later = strided && fetches_ahead(lanes->end, base + (first + steps) * step);
         for (Py_ssize_t h = 0; h < 2 * layout->blocks; h++) {
             const Py_ssize_t v = h / 2, lane = 16 * v + 8 * (h % 2), byte = 32 * h;
             uint32_t *s = lanes->sums + lane, *q = lanes->squares + lane;
-            __m256i q0 = _mm256_loadu_si256((const __m256i *)q),
-                    q1 = _mm256_loadu_si256((const __m256i *)(q + kind)),
-                    q2 = _mm256_loadu_si256((const __m256i *)(q + 2 * kind)),
-                    q3 = _mm256_loadu_si256((const __m256i *)(q + 3 * kind));
-            __m256i lo = _mm256_loadu_si256((const __m256i *)(lanes->lows + byte)),
-                    hi = _mm256_loadu_si256((const __m256i *)(lanes->highs + byte));
-            __m256i even = zero, odd = zero;
+            half_t a = {{_mm256_loadu_si256((const __m256i *)q),
+                         _mm256_loadu_si256((const __m256i *)(q + kind)),
+                         _mm256_loadu_si256((const __m256i *)(q + 2 * kind)),
+                         _mm256_loadu_si256((const __m256i *)(q + 3 * kind))},
+                        _mm256_loadu_si256((const __m256i *)(lanes->lows + byte)),
+                        _mm256_loadu_si256((const __m256i *)(lanes->highs + byte)), zero, zero};
             const uint8_t *p = base + first * step + byte;
             for (Py_ssize_t t = 0; t < steps; t++, p += step) {
                 if (strided && h == 0)
@@ -830,33 +853,15 @@ static void pairs_avx2(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
                     fetch_ahead(p);
                     fetch_ahead(p + period);
                 }
-                __m256i x = _mm256_loadu_si256((const __m256i *)p),
-                        y = _mm256_loadu_si256((const __m256i *)(p + period));
-                IN_REGISTERS(x, y);
-                lo = _mm256_min_epu8(lo, _mm256_min_epu8(x, y));
-                hi = _mm256_max_epu8(hi, _mm256_max_epu8(x, y));
-                const __m256i xe = _mm256_and_si256(x, low_bytes), xo = _mm256_srli_epi16(x, 8);
-                const __m256i ye = _mm256_and_si256(y, low_bytes), yo = _mm256_srli_epi16(y, 8);
-                even = _mm256_add_epi16(even, _mm256_add_epi16(xe, ye));
-                odd = _mm256_add_epi16(odd, _mm256_add_epi16(xo, yo));
-                __m256i u = _mm256_unpacklo_epi16(xe, ye);
-                q0 = _mm256_add_epi32(q0, _mm256_madd_epi16(u, u));
-                u = _mm256_unpackhi_epi16(xe, ye);
-                q1 = _mm256_add_epi32(q1, _mm256_madd_epi16(u, u));
-                u = _mm256_unpacklo_epi16(xo, yo);
-                q2 = _mm256_add_epi32(q2, _mm256_madd_epi16(u, u));
-                u = _mm256_unpackhi_epi16(xo, yo);
-                q3 = _mm256_add_epi32(q3, _mm256_madd_epi16(u, u));
+                pair_step_avx2(p, period, &a);
             }
-            _mm256_storeu_si256((__m256i *)q, q0);
-            _mm256_storeu_si256((__m256i *)(q + kind), q1);
-            _mm256_storeu_si256((__m256i *)(q + 2 * kind), q2);
-            _mm256_storeu_si256((__m256i *)(q + 3 * kind), q3);
-            _mm256_storeu_si256((__m256i *)(lanes->lows + byte), lo);
-            _mm256_storeu_si256((__m256i *)(lanes->highs + byte), hi);
+            for (int k = 0; k < 4; k++)
+                _mm256_storeu_si256((__m256i *)(q + k * kind), a.q[k]);
+            _mm256_storeu_si256((__m256i *)(lanes->lows + byte), a.lo);
+            _mm256_storeu_si256((__m256i *)(lanes->highs + byte), a.hi);
             const __m256i widened[4] = {
-                _mm256_unpacklo_epi16(even, zero), _mm256_unpackhi_epi16(even, zero),
-                _mm256_unpacklo_epi16(odd, zero), _mm256_unpackhi_epi16(odd, zero)};
+                _mm256_unpacklo_epi16(a.even, zero), _mm256_unpackhi_epi16(a.even, zero),
+                _mm256_unpacklo_epi16(a.odd, zero), _mm256_unpackhi_epi16(a.odd, zero)};
             for (int k = 0; k < 4; k++) {
                 __m256i *sk = (__m256i *)(s + k * kind);
                 _mm256_storeu_si256(sk, _mm256_add_epi32(_mm256_loadu_si256(sk), widened[k]));
@@ -1026,41 +1031,25 @@ TARGET_AVX2 NOINLINE
 static void rgb_avx2(const uint8_t *pixels, Py_ssize_t length, int64_t *sums,
                      int64_t *squares, uint8_t *lows, uint8_t *highs, const uint8_t *end) {
     const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi8((char)255);
-    const __m256i low_bytes = _mm256_set1_epi16(0x00FF);
     const Py_ssize_t pairs = length / (2 * RGB_PERIOD), rest = pairs * 2 * RGB_PERIOD;
     __m256i sum_classes[3] = {zero, zero, zero}, square_classes[3] = {zero, zero, zero};
     __m256i low_classes[3] = {ones, ones, ones}, high_classes[3] = {zero, zero, zero};
 #pragma GCC unroll 6
     for (int h = 0; h < 6; h++) {
-        __m256i q[4] = {zero, zero, zero, zero}, even = zero, odd = zero, lo = ones, hi = zero;
+        half_t a = {{zero, zero, zero, zero}, ones, zero, zero, zero};
         const uint8_t *p = pixels + 32 * h;
         for (Py_ssize_t t = 0; t < pairs; t++, p += 2 * RGB_PERIOD) {
             if (h == 0) { /* the first pass asks for each step's bytes in order */
                 fetch_in_order(p, 2 * RGB_PERIOD);
-                if ((uintptr_t)end - (uintptr_t)p >= PREFETCH_BYTES + 2 * RGB_PERIOD)
+                if (fetches_ahead(end, p + 2 * RGB_PERIOD))
                     for (Py_ssize_t b = 0; b < 2 * RGB_PERIOD; b += 64)
                         fetch_ahead(p + b);
             }
-            __m256i x = _mm256_loadu_si256((const __m256i *)p),
-                    y = _mm256_loadu_si256((const __m256i *)(p + RGB_PERIOD));
-            IN_REGISTERS(x, y);
-            lo = _mm256_min_epu8(lo, _mm256_min_epu8(x, y));
-            hi = _mm256_max_epu8(hi, _mm256_max_epu8(x, y));
-            const __m256i xe = _mm256_and_si256(x, low_bytes), xo = _mm256_srli_epi16(x, 8);
-            const __m256i ye = _mm256_and_si256(y, low_bytes), yo = _mm256_srli_epi16(y, 8);
-            even = _mm256_add_epi16(even, _mm256_add_epi16(xe, ye));
-            odd = _mm256_add_epi16(odd, _mm256_add_epi16(xo, yo));
-            __m256i u = _mm256_unpacklo_epi16(xe, ye);
-            q[0] = _mm256_add_epi32(q[0], _mm256_madd_epi16(u, u));
-            u = _mm256_unpackhi_epi16(xe, ye);
-            q[1] = _mm256_add_epi32(q[1], _mm256_madd_epi16(u, u));
-            u = _mm256_unpacklo_epi16(xo, yo);
-            q[2] = _mm256_add_epi32(q[2], _mm256_madd_epi16(u, u));
-            u = _mm256_unpackhi_epi16(xo, yo);
-            q[3] = _mm256_add_epi32(q[3], _mm256_madd_epi16(u, u));
+            pair_step_avx2(p, RGB_PERIOD, &a);
         }
-        __m256i s[4] = {_mm256_unpacklo_epi16(even, zero), _mm256_unpackhi_epi16(even, zero),
-                        _mm256_unpacklo_epi16(odd, zero), _mm256_unpackhi_epi16(odd, zero)};
+        __m256i *q = a.q, lo = a.lo, hi = a.hi;
+        __m256i s[4] = {_mm256_unpacklo_epi16(a.even, zero), _mm256_unpackhi_epi16(a.even, zero),
+                        _mm256_unpacklo_epi16(a.odd, zero), _mm256_unpackhi_epi16(a.odd, zero)};
         /* Under two periods left: the whole halves of this offset (the h-th and, under
          * two halves, the (h + 6)-th after the pairs). */
         for (Py_ssize_t at = rest + 32 * h; at + 32 <= length; at += RGB_PERIOD)
