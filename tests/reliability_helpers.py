@@ -32,7 +32,8 @@ def replace_file_decoder(monkeypatch, decode) -> None:
 
 def lock_for_decoder(monkeypatch, name: str) -> None:
     """Make the decoder's ``os.open`` of files ending in ``name`` fail with "Permission
-    denied", as it would for another user: the suite runs as root, where chmod 000 does not
+    denied", as it would for another user (and the compiled batch read decline them, as it
+    declines any file it cannot open): the suite runs as root, where chmod 000 does not
     stop a read. Only this process sees it (use a sync scheduler)."""
     import os
 
@@ -46,6 +47,11 @@ def lock_for_decoder(monkeypatch, name: str) -> None:
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(file_read_module.os, "open", guarded_open)
+    compiled = file_read_module._read_files
+    if compiled is not None:  # its open() fails too: it leaves the file to read_whole_file
+        monkeypatch.setattr(file_read_module, "_read_files", lambda paths, limit: [
+            None if path.endswith(name) else data
+            for path, data in zip(paths, compiled(paths, limit))])
 
 
 def encode(image: Image.Image, fmt: str, **options) -> bytes:

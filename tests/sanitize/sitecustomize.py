@@ -4,7 +4,7 @@ Python imports ``sitecustomize`` at start-up from its path. tests/sanitize/build
 puts this folder on ``PYTHONPATH`` and names its build folder in ``$NORMSTATS_SANITIZED``:
 every Python process of the run (pytest, and the subprocesses and pool workers of its
 tests) then loads ``normstats.maths._moments``, ``normstats.maths._cross``,
-``normstats.maths._masked`` and ``normstats.sources.decoding._png_chunks`` from
+``normstats.maths._masked``, ``normstats.sources.decoding._png_chunks`` (every extension) from
 ``<folder>/<full name><suffix>``, the
 sanitized builds, while the ``.so`` files in the checkout stay untouched. Without
 ``$NORMSTATS_SANITIZED`` this module does nothing.

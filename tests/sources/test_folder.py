@@ -305,9 +305,17 @@ def test_plain_files_go_straight_into_the_records_as_decode_file_would_give_them
     assert fast == ({"a_rgb.png", "b_grey.png", "c_icc.png", "d_photo.jpg", "e_grey.jpg"}
                     if mode == "RGB" else {"b_grey.png", "e_grey.jpg"}) and not fast & others
     reads, slow = [], []
-    read, decode_bytes = folder.read_image_bytes, folder.decode_bytes
+    read, read_plain, decode_bytes = (folder.read_image_bytes, folder.read_plain_files,
+                                      folder.decode_bytes)
     monkeypatch.setattr(folder, "read_image_bytes", lambda path, *a: (
         reads.append(os.path.basename(path)), read(path, *a))[1])
+
+    def plain_reads(paths, limit):  # only the files it gives bytes of: the others go on
+        found = read_plain(paths, limit)
+        reads.extend(os.path.basename(p) for p, data in zip(paths, found) if data is not None)
+        return found
+
+    monkeypatch.setattr(folder, "read_plain_files", plain_reads)
     monkeypatch.setattr(folder, "decode_bytes", lambda data, name, *a, **k: (
         slow.append(name), decode_bytes(data, name, *a, **k))[1])
     monkeypatch.setattr(folder, "decode_file", None)  # never called: each file read once
@@ -322,6 +330,30 @@ def test_plain_files_go_straight_into_the_records_as_decode_file_would_give_them
     assert {s.path for s in skipped} == {"h_16bit.png", "i_cut.png", "j_empty.jpg", "k_big.png"}
     assert record_fields(result.records) == \
         record_fields(concat_records([folder.records_of_images(decoded)]))
+
+
+def test_a_task_reads_its_files_a_few_dozen_at_a_time_in_order(tmp_path):
+    """At most 64 files a batch, and a batch ends once its files (by the listing's sizes)
+    reach 1 MiB; every file once, in the listing's order, whatever the batches."""
+    from normstats.sources.decoding.decode import DecodePolicy
+    from normstats.sources.folder import read_in_batches
+
+    def batches(sizes):
+        folder = tmp_path / f"d{len(sizes)}"
+        folder.mkdir()
+        for number, size in enumerate(sizes):
+            (folder / f"{number:03d}.png").write_bytes(bytes([number % 256]) * size)
+        files = walk_images(folder).files
+        found = list(read_in_batches(f"{folder}/", files, DecodePolicy()))
+        assert [path for batch in found for path, _ in batch] == \
+            [entry.path for entry in files] == [f"{n:03d}.png" for n in range(len(sizes))]
+        assert [data for batch in found for _, data in batch] == \
+            [bytes([n % 256]) * size for n, size in enumerate(sizes)]
+        return [len(batch) for batch in found]
+
+    assert batches([1] * 130) == [64, 64, 2]
+    assert batches([400_000] * 7) == [3, 3, 1]  # 1.2 MB held: the batch ends
+    assert batches([2 << 20, 1, 1]) == [1, 2]  # one file over the bound is a batch
 
 
 def test_a_task_yields_every_image_to_callers_that_look_at_each(tmp_path, rng):

@@ -195,3 +195,49 @@ def test_kinds_sizes_and_limits_are_named_in_words(tmp_path):
     assert file_read.default_file_limit(0) == 64 << 20
     assert file_read.default_file_limit(3) == 24 + (64 << 20)
     assert file_read.default_file_limit(2.9e6) == 8 * 2_900_000 + (64 << 20)
+
+
+def test_the_compiled_batch_read_is_built_where_the_tests_run():
+    """The batch read below is of the compiled loop (a build without it answers None for
+    every file, which the folder then reads one by one)."""
+    assert file_read._read_files is not None
+
+
+@pytest.mark.parametrize("sizes", [[0], [1, 100, 4096], [70_000, 1 << 20, 3]])
+def test_the_batch_read_gives_every_plain_file_whole(tmp_path, sizes):
+    paths = []
+    for number, size in enumerate(sizes):
+        paths.append(str(tmp_path / f"{number}.png"))
+        (tmp_path / f"{number}.png").write_bytes(data_of(size))
+    os.symlink(paths[-1], tmp_path / "link.png")  # links are followed, as open() does
+    paths.append(str(tmp_path / "link.png"))
+    before = open_descriptors()
+    found = file_read.read_plain_files(paths, limit=max(sizes))
+    assert found == [read_whole_file(path) for path in paths]
+    assert all(type(data) is bytes for data in found)
+    assert open_descriptors() == before
+
+
+def test_the_batch_read_leaves_every_unusual_file_to_read_whole_file(tmp_path):
+    """Over the limit, missing, a folder, a FIFO (never waited on), a device that never
+    ends, a file whose size says 0 but which reads more (/proc), a path with a NUL: None,
+    each; read_image_file then gives each its verdict. The plain files between them are
+    read, and no descriptor is left open."""
+    (tmp_path / "big.png").write_bytes(data_of(11))
+    (tmp_path / "ok.png").write_bytes(data_of(10))
+    os.mkfifo(tmp_path / "pipe.png")
+    unusual = [str(tmp_path / "big.png"), str(tmp_path / "missing.png"), str(tmp_path),
+               str(tmp_path / "pipe.png"), "/dev/zero", "/proc/self/status", "a\0b.png"]
+    paths = [str(tmp_path / "ok.png"), *unusual, str(tmp_path / "ok.png")]
+    before = open_descriptors()
+    found = file_read.read_plain_files(paths, limit=10)
+    assert found == [data_of(10), *[None] * len(unusual), data_of(10)]
+    assert open_descriptors() == before
+    assert len(read_whole_file("/proc/self/status")) > 0  # what the fallback then reads
+    with pytest.raises(RefusedInputError, match="file of 11 bytes is over the limit of 10"):
+        read_image_file(str(tmp_path / "big.png"), "big.png", limit=10)
+
+
+def test_the_batch_read_takes_limits_past_any_file(tmp_path):
+    (tmp_path / "a.png").write_bytes(b"abc")
+    assert file_read.read_plain_files((str(tmp_path / "a.png"),), limit=10**30) == [b"abc"]
