@@ -1,13 +1,15 @@
 """The decode-only ceiling as a whole process: list a folder, read and decode every file.
 
-    python benchmarks/decode_only.py jpeg|png|tiff FOLDER [--workers 2]
+    python benchmarks/decode_only.py jpeg|png|tiff|jpeg+kernel FOLDER [--workers 2]
 
 The least any tool can do with the same files, decoder and parallelism: a sorted walk, a
 fork ``Pool`` of ``--workers`` processes fed one chunk at a time, each reading its files
 and decoding them with the decoder normstats uses for them (simplejpeg's libjpeg-turbo for
 JPEG, libpng through imagecodecs for PNG, tifffile for TIFF rasters), keeping nothing.
 Only the standard library, numpy and the decoder are imported, so start-up is as small as
-such a script's can be.
+such a script's can be. ``jpeg+kernel`` also reduces each decoded image with normstats'
+compiled kernel (`normstats.maths.fused`, the only normstats module it imports), and
+nothing else: what any exact reduction on top of the decoder costs with that kernel.
 """
 
 from __future__ import annotations
@@ -48,6 +50,19 @@ def _png(paths: list[str]) -> int:
     return len(paths)
 
 
+def _jpeg_and_kernel(paths: list[str]) -> int:
+    import simplejpeg
+
+    from normstats.maths import fused
+
+    outputs = fused.outputs(1, 3)
+    for path in paths:
+        with open(path, "rb") as handle:
+            image = simplejpeg.decode_jpeg(handle.read(), colorspace="RGB")
+        fused.uint8_moments_into(image, 0, *outputs)
+    return len(paths)
+
+
 def _tiff(paths: list[str]) -> int:
     import tifffile
 
@@ -58,7 +73,7 @@ def _tiff(paths: list[str]) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("jpeg", "png", "tiff"))
+    parser.add_argument("kind", choices=("jpeg", "png", "tiff", "jpeg+kernel"))
     parser.add_argument("folder")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--phases", action="store_true",
@@ -67,7 +82,8 @@ def main() -> None:
     args = parser.parse_args()
     listing = time.perf_counter()
     suffix, chunk, work = {"jpeg": (".jpg", 200, _jpeg), "png": (".png", 1000, _png),
-                           "tiff": (".tif", 200, _tiff)}[args.kind]
+                           "tiff": (".tif", 200, _tiff),
+                           "jpeg+kernel": (".jpg", 200, _jpeg_and_kernel)}[args.kind]
     files = _files(args.folder, suffix)
     chunks = [files[i:i + chunk] for i in range(0, len(files), chunk)]
     listed = time.perf_counter()

@@ -87,12 +87,15 @@ def bench_processes(quick: bool) -> dict:
     names = {
         "jpeg_ours": f"normstats compute: {jpegs:,} JPEGs 256²",
         "jpeg_ceiling": f"decode only (simplejpeg, Pool(2)): {jpegs:,} JPEGs 256²",
+        "jpeg_kernel": f"decode, then normstats' kernel only (simplejpeg, Pool(2)): {jpegs:,} "
+                       "JPEGs 256²",
         "png_ours": f"normstats compute: {pngs:,} PNGs 32² (57% with an ICC profile)",
         "png_ceiling": f"decode only (libpng, Pool(2)): {pngs:,} PNGs 32²",
     }
     commands = {
         names["jpeg_ours"]: [script, "compute", jpeg_folder, "--no-cache", "--workers", "2"],
         names["jpeg_ceiling"]: [*decode_only, "jpeg", jpeg_folder],
+        names["jpeg_kernel"]: [*decode_only, "jpeg+kernel", jpeg_folder],
         names["png_ours"]: [script, "compute", png_folder, "--no-cache", "--workers", "2"],
         names["png_ceiling"]: [*decode_only, "png", png_folder],
     }
@@ -124,7 +127,7 @@ def bench_processes(quick: bool) -> dict:
             "png_ours": _line({n: med[png_line.get(n, names["png_ours"])] for n in png_sizes}),
             "png_ceiling": _line({n: med[png_ceiling_line.get(n, names["png_ceiling"])]
                                   for n in png_sizes})}
-    counts = {names["jpeg_ours"]: jpegs, names["jpeg_ceiling"]: jpegs,
+    counts = {names["jpeg_ours"]: jpegs, names["jpeg_ceiling"]: jpegs, names["jpeg_kernel"]: jpegs,
               names["png_ours"]: pngs, names["png_ceiling"]: pngs,
               **{name: n for lines in (line, jpeg_line, png_line, png_ceiling_line)
                  for n, name in lines.items()}}
@@ -139,6 +142,9 @@ def bench_processes(quick: bool) -> dict:
               **{f"{who}_{name}": seconds for who, parts in phases.items()
                  for name, seconds in parts.items()},
               "jpeg_share": med[names["jpeg_ceiling"]] / med[names["jpeg_ours"]],
+              # decoding and the kernel alone, against decoding alone and against normstats
+              "jpeg_kernel_share": med[names["jpeg_ceiling"]] / med[names["jpeg_kernel"]],
+              "jpeg_share_of_kernel": med[names["jpeg_kernel"]] / med[names["jpeg_ours"]],
               "png_share": med[names["png_ceiling"]] / med[names["png_ours"]],
               "png_sizes": ", ".join(f"{n:,}" for n in png_sizes),
               **{f"{who}_intercept": fit[0] for who, fit in fits.items()},
