@@ -60,3 +60,37 @@ def memory_read(x: np.ndarray, pool: ThreadPoolExecutor) -> int:
     """Sum the bytes of ``x`` as uint64 words, one part per pool thread: a memory-read probe."""
     parts = np.array_split(x.reshape(-1).view(np.uint64), pool._max_workers)
     return int(sum(pool.map(lambda part: int(part.sum(dtype=np.uint64)), parts)))
+
+
+
+def _compiled(images: np.ndarray, calls: int = 1) -> int:
+    """The compiled pass on (N, H, W, C) uint8 ``images``, ``calls`` times, into outputs made
+    once: Σx, Σx², min and max per image and channel, as a run's tasks compute them."""
+    from normstats.maths import _moments, fused
+
+    n, c = len(images), images.shape[-1]
+    flat, outputs = images.reshape(n, -1), fused.outputs(n, c)
+    for _ in range(calls):
+        _moments.moments(flat, n, c, *outputs)
+    return n * calls
+
+
+def compiled_pass(x: np.ndarray, pool: ThreadPoolExecutor) -> int:
+    """normstats' compiled pass alone on the bytes of ``x``, one part per pool thread, with
+    none of a run's records, summary or scheduling: what a run of the array cannot beat."""
+    return sum(pool.map(_compiled, np.array_split(x, pool._max_workers)))
+
+
+#: Images of a cache-resident batch: 128 32x32x3 images (393 kB) stay in a core's L2.
+CACHED_BATCH = 128
+
+
+def compiled_pass_in_cache(x: np.ndarray, pool: ThreadPoolExecutor) -> int:
+    """The same pass on about as many images as ``x`` holds, each thread reducing a batch of
+    `CACHED_BATCH` of them again and again, so its bytes come from the core's cache: the
+    pass's own speed, whatever memory gives (its arithmetic's bound on this CPU). Returns
+    the images reduced."""
+    workers = pool._max_workers
+    batches = [x[i * CACHED_BATCH:(i + 1) * CACHED_BATCH].copy() for i in range(workers)]
+    calls = len(x) // (CACHED_BATCH * workers)
+    return sum(pool.map(_compiled, batches, [calls] * workers))

@@ -59,6 +59,33 @@ def _cli(*arguments: str) -> list[str]:
     return [sys.executable, "-c", _CLI, *arguments]
 
 
+#: The command line in a process that names, on stderr, the modules its run imported.
+_MODULES = """
+import sys
+before = set(sys.modules)
+import normstats_cli
+sys.argv = ["normstats", *sys.argv[1:]]
+try:
+    normstats_cli.run()
+except SystemExit:
+    pass
+new = [m for m, module in list(sys.modules.items())  # importable by name: not a Cython
+       if m not in before and not m.startswith("_")   # extension's runtime, say
+       and getattr(module, "__spec__", None) is not None]
+print("modules", ",".join(sorted(m for m in new if "." not in m or m.startswith("normstats"))),
+      file=sys.stderr)
+"""
+
+
+def imported_modules(*arguments: str) -> str:
+    """The modules ``normstats ARGUMENTS`` imports (comma-separated, as `walk_stat.py
+    --import` takes them): its packages, and normstats' own modules one by one."""
+    done = subprocess.run([sys.executable, "-c", _MODULES, *arguments], check=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return next(line.split()[1] for line in done.stderr.splitlines()
+                if line.startswith("modules "))
+
+
 def cold_rounds(folder: Path, scratch: Path, rounds: int) -> dict[str, list[tuple[float, float]]]:
     """A run without the cache and one filling a fresh cache, alternated ``rounds`` times."""
     runs: dict[str, list[tuple[float, float]]] = {"plain": [], "cached": []}
@@ -75,12 +102,15 @@ def cold_rounds(folder: Path, scratch: Path, rounds: int) -> dict[str, list[tupl
 
 
 def warm_rounds(folder: Path, cache: Path, rounds: int) -> dict[str, list[float]]:
-    """The warm re-run and the walk+stat floors (the standard library's alone, and after
-    importing numpy and click), alternated ``rounds`` times."""
+    """The warm re-run and the walk+stat floors (the standard library's alone, after
+    importing numpy and click, and after importing every module the warm re-run imports),
+    alternated ``rounds`` times."""
     script = str(Path(sys.executable).with_name("normstats"))
     floor = [sys.executable, str(HERE / "walk_stat.py"), str(folder)]
+    modules = imported_modules("compute", str(folder), "--cache", str(cache))
     commands = {"warm": [script, "compute", str(folder), "--cache", str(cache)],
-                "floor": floor, "numpy_floor": [*floor, "--import", "numpy,click"]}
+                "floor": floor, "numpy_floor": [*floor, "--import", "numpy,click"],
+                "modules_floor": [*floor, "--import", modules]}
     for command in commands.values():  # the file system's caches warm
         _process(command)
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -118,7 +148,11 @@ def bench_cache_costs(quick: bool) -> dict:
               **{f"numpy_floor_ratio_{size}": warm_med[n]["numpy_floor"] / warm_med[n]["floor"]
                  for size, n in (("big", big), ("small", small))},
               **{f"warm_over_numpy_floor_{size}": warm_med[n]["warm"]
-                 / warm_med[n]["numpy_floor"] for size, n in (("big", big), ("small", small))}}
+                 / warm_med[n]["numpy_floor"] for size, n in (("big", big), ("small", small))},
+              **{f"modules_floor_ratio_{size}": warm_med[n]["modules_floor"]
+                 / warm_med[n]["floor"] for size, n in (("big", big), ("small", small))},
+              **{f"warm_over_modules_floor_{size}": warm_med[n]["warm"]
+                 / warm_med[n]["modules_floor"] for size, n in (("big", big), ("small", small))}}
     rows = [[f"cold, no cache: {big:,} PNGs 16²", med["plain"],
              [min(s for s, _ in cold["plain"]), max(s for s, _ in cold["plain"])],
              peak["plain"]],
@@ -132,7 +166,11 @@ def bench_cache_costs(quick: bool) -> dict:
                   [min(warm[n]["floor"]), max(warm[n]["floor"])], float("nan")],
                  [f"walk+stat after import numpy, click: {n:,} files",
                   warm_med[n]["numpy_floor"],
-                  [min(warm[n]["numpy_floor"]), max(warm[n]["numpy_floor"])], float("nan")]]
+                  [min(warm[n]["numpy_floor"]), max(warm[n]["numpy_floor"])], float("nan")],
+                 [f"walk+stat after importing every module the warm re-run imports: {n:,} "
+                  "files", warm_med[n]["modules_floor"],
+                  [min(warm[n]["modules_floor"]), max(warm[n]["modules_floor"])],
+                  float("nan")]]
     table = {"columns": [["fresh process (2 workers)", ""], ["median s", "{:.3f}"],
                          ["min–max s", "{:.3f}"], ["peak MB", "{:,.1f}"]], "rows": rows}
     return {"title": "the record cache at the limit", "tables": {"main": table},

@@ -185,8 +185,12 @@ def bench_processes(quick: bool) -> dict:
 
 def goals(values: dict) -> list[dict]:
     """The section's goals, from its measured ``values``."""
+    # The decode-only process that also runs normstats' kernel on each image: what a run
+    # of normstats' method costs over decoding, with nothing else of normstats around it.
+    kernel = ("decode, then normstats' kernel only",
+              values["jpeg_kernel_share"]) if "jpeg_kernel_share" in values else None
     return [goal(f"{values['jpegs']:,} JPEGs 256², whole processes: ≥ 95% of the decode-only "
-                 "process", values["jpeg_share"], ">=", 0.95, "{:.1%}"),
+                 "process", values["jpeg_share"], ">=", 0.95, "{:.1%}", bound=kernel),
             goal(f"{values['pngs']:,} photo-like PNGs 32², whole processes: ≥ 95% of the "
                  "libpng decode-only process", values["png_share"], ">=", 0.95, "{:.1%}"),
             goal(f"fixed cost of a run: intercept of time over images "

@@ -65,14 +65,22 @@ def peer_table(rows: list[tuple], work: int, reference: str) -> dict:
 
 
 def goal(text: str, value: float, op: str, threshold: float, shown: str,
-         floor: tuple[str, float] | None = None) -> dict:
+         floor: tuple[str, float] | None = None,
+         bound: tuple[str, float] | None = None) -> dict:
     """A goal of the issue: ``value op threshold`` decides "met"; ``shown`` formats value.
 
     ``floor`` is (what it is, its value, in ``shown``'s units): a figure of the same run
     that no tool reaches past, say the decode-only process's own intercept for a goal on
     normstats' intercept. Where the floor itself misses the threshold, the goals table
-    says the goal cannot be met on the machine of that run, and why."""
+    says the goal cannot be met on the machine of that run, and why.
+
+    ``bound`` is the same for a figure that normstats' own method cannot pass, whatever
+    surrounds it, say its compiled pass alone on the same bytes: where that misses the
+    threshold, the table names it, so the gap reads as the method's, not the
+    surroundings'."""
     made = {"goal": text, "value": value, "op": op, "threshold": threshold, "format": shown}
     if floor is not None:
         made["floor"] = {"what": floor[0], "value": floor[1]}
+    if bound is not None:
+        made["bound"] = {"what": bound[0], "value": bound[1]}
     return made

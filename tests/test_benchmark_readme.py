@@ -79,6 +79,20 @@ def test_a_goal_is_unreachable_only_where_its_measured_floor_misses_the_threshol
         "no: not reachable on this run's machine, the ceiling's own is 0.320 s"
 
 
+def test_a_goal_past_normstats_own_bound_names_it_and_a_floor_comes_first():
+    def share(value: float, bound: float, floor: float | None = None) -> dict:
+        made = {"goal": "share", "value": value, "op": ">=", "threshold": 0.6,
+                "format": "{:.0%}", "bound": {"what": "the kernel alone", "value": bound}}
+        if floor is not None:
+            made["floor"] = {"what": "the memory", "value": floor}
+        return made
+    assert render.verdict(share(0.62, 0.5)) == "yes"  # a bound never hides a goal met
+    assert render.verdict(share(0.32, 0.7)) == "no"  # the kernel leaves room: ours to fix
+    assert render.verdict(share(0.32, 0.45)) == \
+        "no: past normstats' own bound on this run's machine, the kernel alone is 45%"
+    assert render.verdict(share(0.32, 0.45, floor=0.5)).startswith("no: not reachable")
+
+
 def test_cells_render_spreads_strings_and_formats():
     table = {"columns": [["tool", ""], ["median s", "{:.3f}"], ["spread s", "{:.3f}"]],
              "rows": [["numpy", 1.23456, [1.0, 2.5]]]}
