@@ -1554,6 +1554,24 @@ static void spread_values_avx512(const double *numerators, const double *wholes,
     spread_values(numerators + j, wholes + j, samples + j, variances + j, stds + j,
                   sample_stds + j, count - j);
 }
+
+/* spread_values four cells at a time, as spread_values_avx512 eight. */
+TARGET_AVX2
+static void spread_values_avx2(const double *numerators, const double *wholes,
+                               const double *samples, double *variances, double *stds,
+                               double *sample_stds, int count) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const __m256d numerator = _mm256_loadu_pd(numerators + j);
+        const __m256d variance = _mm256_div_pd(numerator, _mm256_loadu_pd(wholes + j));
+        _mm256_storeu_pd(variances + j, variance);
+        _mm256_storeu_pd(stds + j, _mm256_sqrt_pd(variance));
+        _mm256_storeu_pd(sample_stds + j, _mm256_sqrt_pd(_mm256_div_pd(
+                                              numerator, _mm256_loadu_pd(samples + j))));
+    }
+    spread_values(numerators + j, wholes + j, samples + j, variances + j, stds + j,
+                  sample_stds + j, count - j);
+}
 #endif
 
 /* The spreads of `count` images of integer records, each channel's: the population
@@ -1597,7 +1615,7 @@ static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8
             }
         }
 #if X86_KERNELS
-        (has_avx512() ? spread_values_avx512 : spread_values)(
+        (has_avx512() ? spread_values_avx512 : has_avx2() ? spread_values_avx2 : spread_values)(
             numerators, wholes, samples, values[2], values[0], values[1], cells);
 #else
         spread_values(numerators, wholes, samples, values[2], values[0], values[1], cells);
