@@ -1523,56 +1523,20 @@ done:
 
 /* The variance, its square root and the sample std of `count` cells from their numerators
  * and denominators (whole: n·n, sample: n·(n − 1)), each operation correctly rounded. A
- * sample std with a zero denominator is NaN, never binned. */
-static void spread_values(const double *numerators, const double *wholes,
-                          const double *samples, double *variances, double *stds,
-                          double *sample_stds, int count) {
+ * sample std with a zero denominator is NaN, never binned. The compiler runs it on vectors
+ * (SIMD_CLONES; the extension is built with -fno-math-errno, so sqrt() need not set errno
+ * and takes vsqrtpd): vdivpd and vsqrtpd round each lane as the scalar instructions do,
+ * so the values are the same bits, four or eight cells at a time. */
+SIMD_CLONES
+static void spread_values(const double *restrict numerators, const double *restrict wholes,
+                          const double *restrict samples, double *restrict variances,
+                          double *restrict stds, double *restrict sample_stds, int count) {
     for (int j = 0; j < count; j++) {
         variances[j] = numerators[j] / wholes[j];
         stds[j] = sqrt(variances[j]);
         sample_stds[j] = sqrt(numerators[j] / samples[j]);
     }
 }
-
-#if X86_KERNELS
-/* spread_values eight cells at a time: vdivpd and vsqrtpd round each lane as the scalar
- * instructions do, so the values are the same bits (the compiler keeps sqrt() scalar, to
- * set errno). */
-TARGET_AVX512
-static void spread_values_avx512(const double *numerators, const double *wholes,
-                                 const double *samples, double *variances, double *stds,
-                                 double *sample_stds, int count) {
-    int j = 0;
-    for (; j + 8 <= count; j += 8) {
-        const __m512d numerator = _mm512_loadu_pd(numerators + j);
-        const __m512d variance = _mm512_div_pd(numerator, _mm512_loadu_pd(wholes + j));
-        _mm512_storeu_pd(variances + j, variance);
-        _mm512_storeu_pd(stds + j, _mm512_sqrt_pd(variance));
-        _mm512_storeu_pd(sample_stds + j, _mm512_sqrt_pd(_mm512_div_pd(
-                                              numerator, _mm512_loadu_pd(samples + j))));
-    }
-    spread_values(numerators + j, wholes + j, samples + j, variances + j, stds + j,
-                  sample_stds + j, count - j);
-}
-
-/* spread_values four cells at a time, as spread_values_avx512 eight. */
-TARGET_AVX2
-static void spread_values_avx2(const double *numerators, const double *wholes,
-                               const double *samples, double *variances, double *stds,
-                               double *sample_stds, int count) {
-    int j = 0;
-    for (; j + 4 <= count; j += 4) {
-        const __m256d numerator = _mm256_loadu_pd(numerators + j);
-        const __m256d variance = _mm256_div_pd(numerator, _mm256_loadu_pd(wholes + j));
-        _mm256_storeu_pd(variances + j, variance);
-        _mm256_storeu_pd(stds + j, _mm256_sqrt_pd(variance));
-        _mm256_storeu_pd(sample_stds + j, _mm256_sqrt_pd(_mm256_div_pd(
-                                              numerator, _mm256_loadu_pd(samples + j))));
-    }
-    spread_values(numerators + j, wholes + j, samples + j, variances + j, stds + j,
-                  sample_stds + j, count - j);
-}
-#endif
 
 /* The spreads of `count` images of integer records, each channel's: the population
  * variance (n·Σx² − (Σx)²) / (n·n), its square root, and where n >= 2 the square root of
@@ -1614,12 +1578,7 @@ static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8
                 i++;
             }
         }
-#if X86_KERNELS
-        (has_avx512() ? spread_values_avx512 : has_avx2() ? spread_values_avx2 : spread_values)(
-            numerators, wholes, samples, values[2], values[0], values[1], cells);
-#else
         spread_values(numerators, wholes, samples, values[2], values[0], values[1], cells);
-#endif
         for (int j = 0; j < cells; j++)
             for (int k = 0; k < 3; k++) {
                 if (k == 1 && image[j] < 2)
