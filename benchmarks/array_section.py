@@ -62,7 +62,6 @@ def memory_read(x: np.ndarray, pool: ThreadPoolExecutor) -> int:
     return int(sum(pool.map(lambda part: int(part.sum(dtype=np.uint64)), parts)))
 
 
-
 def _compiled(images: np.ndarray, calls: int = 1) -> int:
     """The compiled pass on (N, H, W, C) uint8 ``images``, ``calls`` times, into outputs made
     once: Σx, Σx², min and max per image and channel, as a run's tasks compute them."""

@@ -1526,7 +1526,7 @@ done:
  * sample std with a zero denominator is NaN, never binned. The compiler runs it on vectors
  * (SIMD_CLONES; the extension is built with -fno-math-errno, so sqrt() need not set errno
  * and takes vsqrtpd): vdivpd and vsqrtpd round each lane as the scalar instructions do,
- * so the values are the same bits, four or eight cells at a time. */
+ * so the values are the same bits, several cells at a time. */
 SIMD_CLONES
 static void spread_values(const double *restrict numerators, const double *restrict wholes,
                           const double *restrict samples, double *restrict variances,
