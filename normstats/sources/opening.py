@@ -78,6 +78,10 @@ def open_source(data: Any, *, options: ReadOptions | None = None,
 
 def _open(data: Any, options: ReadOptions) -> Source | IterableSource:
     data, options = unlabelled(data, options)  # an xarray DataArray: its array, its layout
+    if isinstance(data, bytes | bytearray):  # iterable, of ints: never images
+        raise NormstatsError(
+            f"cannot compute statistics of a {type(data).__name__} object: pass a path as a "
+            "str (os.fsdecode(path) for a bytes path), or images decoded into arrays")
     if options.batched and (isinstance(data, str | os.PathLike | np.ndarray)
                             or _is_path_list(data) or _is_array_like(data)):
         raise InvalidOptionError(f"batched=True is for iterables whose items are batches of "
