@@ -31,9 +31,12 @@ from normstats.engine.cache.writer import FLUSH_ROWS
 
 HERE = Path(__file__).resolve().parent
 
-#: The command line in a process that says its own peak resident memory on stderr.
+#: The command line in a process that says on stderr its own peak resident memory and the
+#: modules its run imported (its packages, normstats' modules one by one; only those
+#: importable by name: not a Cython extension's runtime, say).
 _CLI = """
 import sys
+before = set(sys.modules)
 import normstats_cli
 sys.argv = ["normstats", *sys.argv[1:]]
 try:
@@ -42,6 +45,10 @@ except SystemExit:
     pass
 peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
 print("peak_kb", peak, file=sys.stderr)
+new = [m for m, module in list(sys.modules.items()) if m not in before
+       and not m.startswith("_") and getattr(module, "__spec__", None) is not None]
+print("modules", ",".join(sorted(m for m in new if "." not in m or m.startswith("normstats"))),
+      file=sys.stderr)
 """
 
 
@@ -59,28 +66,10 @@ def _cli(*arguments: str) -> list[str]:
     return [sys.executable, "-c", _CLI, *arguments]
 
 
-#: The command line in a process that names, on stderr, the modules its run imported.
-_MODULES = """
-import sys
-before = set(sys.modules)
-import normstats_cli
-sys.argv = ["normstats", *sys.argv[1:]]
-try:
-    normstats_cli.run()
-except SystemExit:
-    pass
-new = [m for m, module in list(sys.modules.items())  # importable by name: not a Cython
-       if m not in before and not m.startswith("_")   # extension's runtime, say
-       and getattr(module, "__spec__", None) is not None]
-print("modules", ",".join(sorted(m for m in new if "." not in m or m.startswith("normstats"))),
-      file=sys.stderr)
-"""
-
-
 def imported_modules(*arguments: str) -> str:
     """The modules ``normstats ARGUMENTS`` imports (comma-separated, as `walk_stat.py
     --import` takes them): its packages, and normstats' own modules one by one."""
-    done = subprocess.run([sys.executable, "-c", _MODULES, *arguments], check=True,
+    done = subprocess.run(_cli(*arguments), check=True,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return next(line.split()[1] for line in done.stderr.splitlines()
                 if line.startswith("modules "))
