@@ -53,6 +53,7 @@ from normstats.sources.base import Task, TaskResult, split_evenly
 from normstats.sources.zarr_chunks import holes_in, read_rows
 
 __all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "parse_layout",
+           "not_an_array_reason",
            "split_staggered",
            "LAYOUTS", "open_array",
            "stack_records", "usable_rows", "is_zarr_folder", "check_axes"]
@@ -135,6 +136,24 @@ def as_nhwc(block: np.ndarray, layout: str) -> np.ndarray:
     return block
 
 
+def not_an_array_reason(path: str, error: Exception,
+                        storage_options: dict | None = None) -> str:
+    """Why zarr could not open ``path`` as an array: a group's arrays named, one of which
+    is the path to give (``store.zarr/train``), else zarr's own ``error``."""
+    import zarr
+
+    try:
+        group = zarr.open_group(path, mode="r", storage_options=storage_options)
+        arrays = sorted(group.array_keys())
+    except Exception:  # noqa: BLE001 - not a group either: zarr's first answer stands
+        return f"not a readable zarr array ({error})"
+    if not arrays:
+        return "a zarr group without arrays: no images to compute"
+    shown = ", ".join(arrays[:8]) + (f" and {len(arrays) - 8} more" if len(arrays) > 8 else "")
+    return (f"a zarr group, not an array: give the path of one of its arrays ({shown}), "
+            f"e.g. {path.rstrip('/')}/{arrays[0]}")
+
+
 def open_array(path: str) -> Any:
     """Open a ``.npy`` file (memory-mapped, no pickle) or a zarr array, read-only.
 
@@ -152,7 +171,7 @@ def open_array(path: str) -> Any:
         try:
             return zarr.open_array(path, mode="r")
         except Exception as error:  # noqa: BLE001 - zarr raises many types; all mean the same
-            raise NormstatsError(f"not a readable zarr array ({error})", path=path) from None
+            raise NormstatsError(not_an_array_reason(path, error), path=path) from None
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as error:

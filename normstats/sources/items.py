@@ -17,6 +17,8 @@ are: float tensors from ``ToTensor()`` are reported in their own units ([0, 1]).
 
 from __future__ import annotations
 
+import os
+import reprlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -50,6 +52,11 @@ def item_pixels(item: Any, layout: str | None = None, mode: str = "keep",
     item = _image_of(item, image_key)
     if hasattr(item, "getbands") and hasattr(item, "mode"):  # a PIL image
         return _pil_pixels(item, mode, layout)
+    if isinstance(item, str | bytes | os.PathLike):  # np.asarray would make it a 0-d image
+        raise InvalidOptionError(
+            f"a {type(item).__name__} ({reprlib.repr(item)}) is not an image: a dataset "
+            "object's items are images (arrays, tensors, PIL images); image files are read "
+            "from a folder or a list of their paths, e.g. compute(sorted(paths))")
     if type(item).__module__.startswith("torch"):
         pixels = _tensor_pixels(item)
     else:

@@ -8,7 +8,7 @@ iterable of images.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
@@ -122,6 +122,8 @@ def _open_object(data: Any, options: ReadOptions) -> Source | IterableSource:
                                  "pass the folder, or the images as a numpy masked array")
     if (arrow := hf_source(data, options)) is not None:  # a Hugging Face Dataset's table
         return arrow
+    if (keys := _entries(data)) is not None:  # indexed by name: its entries, not images
+        raise InvalidOptionError(_entries_reason(data, keys))
     mode, layout, image_key = options.mode, options.layout, options.image_key
     if is_map_style(data) and not is_data_loader(data) and not options.batched:
         if plain_image_folder(data, mode):
@@ -361,6 +363,37 @@ def image_folder(data: Any, options: ReadOptions) -> str | None:
     if not isinstance(path, str) or is_url(path) or not os.path.isdir(path) or _is_zarr(path):
         return None
     return path
+
+
+def _entries(data: Any) -> list[str] | None:
+    """The names of a container of named entries (a dict such as ``{"train": x, "test":
+    y}``, the ``NpzFile`` of ``np.load("data.npz")``, a zarr group), None for anything
+    else. Read as a dataset, such a container would give its names (or fail on index 0)
+    where images were expected."""
+    if isinstance(data, Mapping):
+        return [str(key) for key in data]
+    if type(data).__module__.startswith("zarr") and hasattr(data, "array_keys"):
+        return sorted(str(key) for key in (*data.array_keys(), *data.group_keys()))
+    return None
+
+
+def _entries_reason(data: Any, keys: list[str]) -> str:
+    """Why a container of named entries is not a dataset, naming them (`_entries`).
+
+    Examples
+    --------
+    >>> print(_entries_reason({}, ["train", "test"]).replace(": ", ":\\n"))
+    a dict of the entries 'train', 'test' is not a dataset:
+    pass the one to compute, e.g. data['train']
+    """
+    module, name = type(data).__module__.split(".")[0], type(data).__name__
+    kind = name if module == "builtins" else f"{module} {name}"  # a zarr Group, ...
+    if not keys:
+        return f"an empty {kind}: no images to compute"
+    shown = ", ".join(map(repr, keys[:8])) + (f" and {len(keys) - 8} more" if len(keys) > 8
+                                               else "")
+    return (f"a {kind} of the entries {shown} is not a dataset: pass the one to compute, "
+            f"e.g. data[{keys[0]!r}]")
 
 
 def _is_array_like(data: Any) -> bool:

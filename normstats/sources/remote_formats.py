@@ -29,7 +29,7 @@ from typing import Any
 
 from normstats.errors import AccessError, InvalidOptionError, NormstatsError, RefusedInputError
 from normstats.maths.records import Skipped
-from normstats.sources.arrays import ArraySource
+from normstats.sources.arrays import ArraySource, not_an_array_reason
 from normstats.sources.base import Source, Task, TaskResult
 from normstats.sources.concat import ConcatSource
 from normstats.sources.decoding.decode import (
@@ -281,7 +281,8 @@ def _open_zarr(url: str, options: ReadOptions) -> Source:
     except Exception as error:  # noqa: BLE001 - zarr raises many types; all mean the same
         if is_store_failure(error) and not isinstance(error, FileNotFoundError):
             raise store_error(error, url, "opening the zarr store") from None
-        raise NormstatsError(f"not a readable zarr array ({error})", path=url) from None
+        raise NormstatsError(not_an_array_reason(url, error, options.storage_options or None),
+                             path=url) from None
     source = ArraySource(array, layout=options.layout, channel_names=options.channels,
                          allow_missing_chunks=options.allow_missing_chunks,
                          nodata=options.nodata)

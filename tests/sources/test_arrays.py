@@ -64,6 +64,21 @@ def test_zarr_path_and_zarr_array_match_numpy(tmp_path, nhwc):
     assert numbers(normstats.compute(zarr.open_array(store, mode="r"))) == reference
 
 
+def test_a_zarr_group_path_names_its_arrays_and_the_named_path_reads(tmp_path, nhwc):
+    group = zarr.open_group(tmp_path / "store.zarr", mode="w")
+    group.create_array("val", shape=(1, 2, 2, 3), dtype="uint8")
+    group.create_array("train", shape=nhwc.shape, dtype=nhwc.dtype)[:] = nhwc
+    with pytest.raises(NormstatsError, match=r"a zarr group, not an array: give the path of "
+                                             r"one of its arrays \(train, val\), e\.g\. "
+                                             rf"{tmp_path}/store\.zarr/train$"):
+        normstats.compute(tmp_path / "store.zarr")
+    assert numbers(normstats.compute(tmp_path / "store.zarr" / "train")) == \
+        numbers(normstats.compute(nhwc))
+    zarr.open_group(tmp_path / "empty.zarr", mode="w")
+    with pytest.raises(NormstatsError, match="a zarr group without arrays"):
+        normstats.compute(tmp_path / "empty.zarr")
+
+
 def test_non_finite_float_images_are_skipped_and_named(rng):
     images = rng.normal(size=(4, 3, 3, 1))
     images[2, 1, 1, 0] = np.nan

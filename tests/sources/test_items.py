@@ -1,5 +1,7 @@
 """One item to pixels: arrays and torch tensors by one shape rule, never by their type."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch  # in the test extra: fail, never skip
@@ -63,3 +65,13 @@ def test_bfloat16_tensors_are_read_exactly_as_float32():
 def test_a_tensor_numpy_cannot_hold_is_a_one_line_error():
     with pytest.raises(normstats.UnreadableInputError, match="torch.float32 tensor is not an "):
         item_pixels(torch.zeros(4, 4, 3).to_sparse())
+
+
+@pytest.mark.parametrize("item", ["train/cat.png", b"train/cat.png",
+                                  Path("train/cat.png"),
+                                  {"image": "train/cat.png", "label": 0}])
+def test_a_path_as_an_item_is_refused_pointing_at_a_list_of_paths(item):
+    with pytest.raises(normstats.InvalidOptionError,
+                       match=r"^a (str|bytes|PosixPath) \(.*cat\.png.*\) is not an image: .*"
+                             r"compute\(sorted\(paths\)\)$"):
+        item_pixels(item)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from fractions import Fraction
 
 import numpy as np
 import pytest
+import zarr
 
 import normstats
-from normstats.errors import NormstatsError
+from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.sources import open_source
 
 
@@ -27,3 +29,37 @@ def test_an_object_that_is_no_dataset_is_named_with_what_is_read(data):
     with pytest.raises(NormstatsError, match=f"cannot compute statistics of a "
                                              f"{type(data).__name__}: pass a folder"):
         open_source(data)
+
+
+def test_a_dict_of_splits_is_refused_naming_its_entries():
+    images = np.zeros((2, 4, 4, 3), np.uint8)
+    with pytest.raises(InvalidOptionError, match=r"^a dict of the entries 'train', 'test' is "
+                                                 r"not a dataset: .* data\['train'\]$"):
+        open_source({"train": images, "test": images})
+    with pytest.raises(InvalidOptionError, match="^an empty dict: no images"):
+        open_source({})
+    many = {f"split{i}": images for i in range(10)}
+    with pytest.raises(InvalidOptionError, match="'split7' and 2 more is not"):
+        open_source(many)
+
+
+def test_a_loaded_npz_is_refused_and_its_entry_is_read(tmp_path):
+    x = np.arange(2 * 4 * 4 * 3, dtype=np.uint8).reshape(2, 4, 4, 3)
+    np.savez(tmp_path / "data.npz", x_train=x, y_train=np.arange(2))
+    with np.load(tmp_path / "data.npz") as loaded:
+        with pytest.raises(InvalidOptionError, match=r"^a numpy NpzFile of the entries "
+                                                     r"'x_train', 'y_train' is not a dataset"):
+            open_source(loaded)
+        # the entry the message names is what a user then passes: exact, as any array
+        pixels = x.reshape(-1, 3).tolist()
+        assert normstats.compute(loaded["x_train"]).mean == tuple(
+            float(Fraction(sum(p[c] for p in pixels), len(pixels) * 255)) for c in range(3))
+
+
+def test_a_zarr_group_object_is_refused_naming_its_arrays(tmp_path):
+    group = zarr.open_group(tmp_path / "store.zarr", mode="w")
+    group.create_array("val", data=np.ones((2, 4, 4, 3), np.uint8))
+    group.create_array("train", data=np.ones((2, 4, 4, 3), np.uint8))
+    with pytest.raises(InvalidOptionError, match=r"^a zarr Group of the entries 'train', "
+                                                 r"'val' is not a dataset"):
+        open_source(zarr.open(tmp_path / "store.zarr", mode="r"))

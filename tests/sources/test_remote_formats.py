@@ -174,6 +174,16 @@ def test_a_zarr_store_reads_as_the_local_store(s3, bucket, tmp_path, rng):
     assert remote.source == url and remote.images == 30
 
 
+def test_a_zarr_group_behind_a_url_names_the_url_of_its_array(s3, bucket, tmp_path):
+    store = tmp_path / "data.zarr"
+    zarr.open_group(store, mode="w").create_array("train", shape=(2, 3, 3, 3), dtype="uint8")
+    upload(s3, bucket, {str(p.relative_to(store)): p.read_bytes() for p in store.rglob("*")
+                        if p.is_file()}, prefix="data.zarr/")
+    with pytest.raises(NormstatsError, match=rf"its arrays \(train\), e\.g\. s3://{bucket}/"
+                                             r"data\.zarr/train$"):
+        normstats.compute(f"s3://{bucket}/data.zarr", storage_options=s3.storage_options())
+
+
 def test_a_file_of_another_format_behind_a_url_says_what_is_read(s3, bucket):
     upload(s3, bucket, {"labels.csv": b"a,b\n1,2\n"})
     with pytest.raises(NormstatsError, match="cannot read this file behind a URL: normstats reads "
