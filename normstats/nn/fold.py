@@ -23,10 +23,12 @@ def fold_into_first_layer(
 
     Parameters
     ----------
-    weight : numpy.ndarray
+    weight : numpy.ndarray or torch.Tensor
         Dense ``(out, in)`` (``mean``/``std`` per input feature) or convolution
-        ``(out, in, *kernel)`` (``mean``/``std`` per input channel).
-    bias : numpy.ndarray or None
+        ``(out, in, *kernel)`` (``mean``/``std`` per input channel). A PyTorch layer's
+        ``weight`` is taken as it is (a parameter that requires grad, on any device): its
+        values are copied to numpy, the layer is left unchanged.
+    bias : numpy.ndarray, torch.Tensor or None
         ``(out,)``; None is treated as zeros.
     mean, std, scale
         As for :class:`Normalize`.
@@ -50,7 +52,7 @@ def fold_into_first_layer(
     >>> w.tolist(), b.tolist()
     ([[4.0, 1.0]], [-2.0])
     """
-    w = np.asarray(weight)
+    w = _values(weight)
     if w.ndim < 2:
         raise InvalidOptionError(
             f"weight must be (out, in) or (out, in, *kernel), got shape {w.shape}"
@@ -59,7 +61,7 @@ def fold_into_first_layer(
     std = _parse_std(std, mean.size)
     if mean.size != w.shape[1]:
         raise InvalidOptionError(f"weight has {w.shape[1]} inputs but mean/std have {mean.size}")
-    b = np.zeros(w.shape[0]) if bias is None else np.asarray(bias, dtype=np.float64)
+    b = np.zeros(w.shape[0]) if bias is None else _values(bias).astype(np.float64)
     if b.shape != (w.shape[0],):
         raise InvalidOptionError(f"bias must have shape ({w.shape[0]},), got {b.shape}")
     per_input = (slice(None),) + (None,) * (w.ndim - 2)
@@ -67,3 +69,11 @@ def fold_into_first_layer(
     folded_w = w64 / (scale * std)[per_input]
     folded_b = b - (w64 * (mean / std)[per_input]).reshape(w.shape[0], -1).sum(axis=1)
     return folded_w.astype(w.dtype), folded_b.astype(w.dtype)
+
+
+def _values(array: Any) -> np.ndarray:
+    """A weight or bias as a numpy array; a torch tensor's values copied out of autograd
+    and off its device first (``numpy()`` refuses a tensor that requires grad)."""
+    if type(array).__module__.startswith("torch") and hasattr(array, "detach"):
+        return array.detach().cpu().numpy()
+    return np.asarray(array)

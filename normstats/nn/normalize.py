@@ -14,6 +14,7 @@ formula in float64, image by image.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -40,7 +41,8 @@ def stats_vectors(stats: Any, variant: str = "std") -> tuple[np.ndarray, np.ndar
     """``(mean, spread)`` of a ``DatasetStats``-like object as float64 vectors.
 
     Only duck-types on ``stats.mean`` and ``getattr(stats, variant)``; raises
-    InvalidOptionError when the variant is missing or was not computed (None).
+    InvalidOptionError when the variant is missing or was not computed (None), and for a
+    dict (`normstats.DatasetStats.from_dict` makes the object).
 
     Examples
     --------
@@ -49,6 +51,10 @@ def stats_vectors(stats: Any, variant: str = "std") -> tuple[np.ndarray, np.ndar
     >>> [v.tolist() for v in stats_vectors(s)]
     [[0.5, 0.4], [0.2, 0.1]]
     """
+    if isinstance(stats, Mapping):  # getattr would find no variant and say so, wrongly
+        raise InvalidOptionError(
+            f"stats is a {type(stats).__name__}: pass the DatasetStats it holds, "
+            "normstats.DatasetStats.from_dict(stats) (a to_dict() or --json result)")
     value = getattr(stats, variant, None)
     if value is None:
         raise InvalidOptionError(

@@ -88,12 +88,13 @@ def _image_of(item: Any, image_key: str | None) -> Any:
 def _tensor_pixels(tensor: Any) -> np.ndarray:
     """A torch tensor's values as numpy, on the CPU; bfloat16 becomes float32 (exactly:
     numpy has no bfloat16)."""
-    tensor = tensor.detach().cpu()
-    if str(tensor.dtype) == "torch.bfloat16":
-        tensor = tensor.float()
     try:
+        tensor = tensor.detach().cpu()
+        if str(tensor.dtype) == "torch.bfloat16":
+            tensor = tensor.float()
         return tensor.numpy()
-    except (TypeError, RuntimeError) as error:  # sparse, quantized, meta tensors
+    except (TypeError, RuntimeError, NotImplementedError) as error:  # sparse, quantized,
+        # float8 tensors; meta tensors (no data: NotImplementedError as they are copied)
         raise UnreadableInputError(f"a {tensor.dtype} tensor is not an image "
                                    f"({' '.join(str(error).split())})") from None
 

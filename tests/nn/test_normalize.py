@@ -194,6 +194,37 @@ def test_folding_into_an_unpadded_conv_matches_and_padding_differs_at_borders() 
     assert border.max() > 0.1 * np.abs(padded_ref).max()  # the documented caveat
 
 
+def test_folding_takes_a_torch_layers_parameters_as_they_are() -> None:
+    import torch  # in the test extra: fail, never skip
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 4, 3)  # weight and bias require grad
+    fw, fb = fold_into_first_layer(conv.weight, conv.bias, MEAN, STD, 255.0)
+    expected = fold_into_first_layer(conv.weight.detach().numpy(), conv.bias.detach().numpy(),
+                                     MEAN, STD, 255.0)
+    assert fw.tobytes() == expected[0].tobytes() and fb.tobytes() == expected[1].tobytes()
+    assert conv.weight.requires_grad and conv.weight.grad is None  # the layer is untouched
+    images = np.random.default_rng(7).integers(0, 256, (2, 9, 8, 3), dtype=np.uint8)
+    folded = torch.nn.Conv2d(3, 4, 3)
+    with torch.no_grad():
+        folded.weight.copy_(torch.from_numpy(fw))
+        folded.bias.copy_(torch.from_numpy(fb))
+        raw = torch.from_numpy(images).permute(0, 3, 1, 2).float()
+        assert_rel(folded(raw).numpy(),
+                   conv(torch.from_numpy(Normalize(MEAN, STD)(images))).numpy(), 1e-5)
+
+
+def test_constants_as_a_dict_point_at_the_object_they_describe() -> None:
+    import normstats
+
+    stats = normstats.compute(np.random.default_rng(8).integers(0, 256, (4, 5, 5, 3), np.uint8))
+    with pytest.raises(NormstatsError, match=r"^stats is a dict: pass the DatasetStats it "
+                                             r"holds, normstats\.DatasetStats\.from_dict"):
+        Normalize.from_stats(stats.to_dict())
+    # what the message names gives the constants the object itself gives
+    rebuilt = Normalize.from_stats(normstats.DatasetStats.from_dict(stats.to_dict()))
+    assert rebuilt.mean.tolist() == list(stats.mean) and rebuilt.std.tolist() == list(stats.std)
+
+
 def test_folding_without_bias_and_bad_shapes() -> None:
     fw, fb = fold_into_first_layer(np.ones((2, 1)), None, (0.5,), (0.25,), 1.0)
     assert fw.tolist() == [[4.0], [4.0]] and fb.tolist() == [-2.0, -2.0]
