@@ -12,6 +12,7 @@ cluster to run it all on.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,6 +22,8 @@ from normstats.errors import InvalidOptionError
 from normstats.results.stats import DatasetStats
 from normstats.sources.base import TaskResult
 from normstats.sources.options import ReadArguments, ReadOptions, read_options
+
+log = logging.getLogger("normstats.analyses")
 
 __all__ = ["compute", "check_arguments"]
 
@@ -204,13 +207,12 @@ def _exact(data: Any, options: ReadOptions, run: dict[str, Any], pixels: tuple[s
     if not pixels:
         from normstats.engine.compute import compute_stats
 
-        return _covariance_made(compute_stats(data, options, cache=cache,
-                                              verify_cache=verify_cache, **run),
-                                run["covariance"])
+        stats = compute_stats(data, options, cache=cache, verify_cache=verify_cache, **run)
+        return _covariance_made(_nodata_said(stats, options.nodata), run["covariance"])
     from normstats.engine.pixel_run import compute_with_pixels
 
     stats, found = compute_with_pixels(data, options, pixels, **run)
-    _covariance_made(stats, run["covariance"])
+    _covariance_made(_nodata_said(stats, options.nodata), run["covariance"])
     changes: dict[str, Any] = {}
     if "histogram" in found:
         from normstats.engine.histogram_run import robust_range
@@ -220,6 +222,18 @@ def _exact(data: Any, options: ReadOptions, run: dict[str, Any], pixels: tuple[s
     if totals is not None:
         changes["mean_image"], changes["mean_image_std"] = totals.finalize(stats.scale)
     return replace(stats, **changes)
+
+
+def _nodata_said(stats: DatasetStats, nodata: float | None) -> DatasetStats:
+    """``stats``, with one line on stderr when the ``nodata`` asked for cannot occur in
+    their dtype (out of an integer type's range, a fraction or NaN for integer pixels):
+    nothing was left out (`normstats.maths.masked.nodata_applies`), which the report only
+    shows by saying nothing, so a mistyped value (-9999 for uint16 rasters) would pass
+    unseen."""
+    if nodata is not None and stats.counts is None and stats.kind == "images":
+        log.warning("normstats: nodata %s cannot occur in %s pixels: nothing was left out, "
+                    "every value is counted", format(nodata, "g"), stats.dtype)
+    return stats
 
 
 def _covariance_made(stats: DatasetStats, asked: bool) -> DatasetStats:

@@ -5,6 +5,7 @@ argument of the same name whose result gives the same numbers, bit for bit, as t
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -409,3 +410,26 @@ def test_the_cache_is_checked_beside_the_per_folder_statistics(classes, tmp_path
     checked = normstats.compute(classes, cache=cache, verify_cache=3, by_folder=True,
                                 workers=1)
     assert checked.cache_checked == 3 and list(checked.by_folder) == [".", "class0", "class1"]
+
+
+@pytest.mark.parametrize("nodata", [99999, -9999, 0.5, float("nan")])
+@pytest.mark.parametrize("percentiles", [False, True])
+def test_a_nodata_that_cannot_occur_in_the_pixels_is_said(nodata, percentiles, caplog):
+    images = np.full((2, 4, 4, 3), 7, np.uint16)
+    with caplog.at_level(logging.WARNING, logger="normstats.analyses"):
+        stats = normstats.compute(images, nodata=nodata, percentiles=percentiles)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"normstats: nodata {nodata:g} cannot occur in uint16 pixels: nothing was left out, "
+        "every value is counted"]
+    assert stats.counts is None and stats.mean == (7 / 65535,) * 3  # as without nodata
+
+
+@pytest.mark.parametrize("nodata", [None, 12345, 7])
+def test_a_nodata_that_can_occur_is_left_out_without_a_word(nodata, caplog):
+    images = np.full((2, 4, 4, 3), 7, np.uint16)
+    images[0, 0, 0] = 9
+    with caplog.at_level(logging.WARNING, logger="normstats.analyses"):
+        stats = normstats.compute(images, nodata=nodata)
+    assert caplog.records == []
+    assert stats.counts == (None if nodata is None else (32, 32, 32) if nodata == 12345
+                            else (1, 1, 1))
