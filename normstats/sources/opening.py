@@ -365,26 +365,27 @@ def image_folder(data: Any, options: ReadOptions) -> str | None:
     return path
 
 
-def _entries(data: Any) -> list[str] | None:
-    """The names of a container of named entries (a dict such as ``{"train": x, "test":
+def _entries(data: Any) -> list[Any] | None:
+    """The keys of a container of named entries (a dict such as ``{"train": x, "test":
     y}``, the ``NpzFile`` of ``np.load("data.npz")``, a zarr group), None for anything
-    else. Read as a dataset, such a container would give its names (or fail on index 0)
+    else. Read as a dataset, such a container would give its keys (or fail on index 0)
     where images were expected."""
     if isinstance(data, Mapping):
-        return [str(key) for key in data]
+        return list(data)
     if type(data).__module__.startswith("zarr") and hasattr(data, "array_keys"):
-        return sorted(str(key) for key in (*data.array_keys(), *data.group_keys()))
+        return sorted((*data.array_keys(), *data.group_keys()))
     return None
 
 
-def _entries_reason(data: Any, keys: list[str]) -> str:
+def _entries_reason(data: Any, keys: list[Any]) -> str:
     """Why a container of named entries is not a dataset, naming them (`_entries`).
 
     Examples
     --------
-    >>> print(_entries_reason({}, ["train", "test"]).replace(": ", ":\\n"))
+    >>> print(_entries_reason({}, ["train", "test"]).replace(": ", ":\\n").replace(" (", "\\n("))
     a dict of the entries 'train', 'test' is not a dataset:
     pass the one to compute, e.g. data['train']
+    (or list(data.values()) when its entries are the images)
     """
     module, name = type(data).__module__.split(".")[0], type(data).__name__
     kind = name if module == "builtins" else f"{module} {name}"  # a zarr Group, ...
@@ -393,7 +394,7 @@ def _entries_reason(data: Any, keys: list[str]) -> str:
     shown = ", ".join(map(repr, keys[:8])) + (f" and {len(keys) - 8} more" if len(keys) > 8
                                                else "")
     return (f"a {kind} of the entries {shown} is not a dataset: pass the one to compute, "
-            f"e.g. data[{keys[0]!r}]")
+            f"e.g. data[{keys[0]!r}] (or list(data.values()) when its entries are the images)")
 
 
 def _is_array_like(data: Any) -> bool:

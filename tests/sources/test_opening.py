@@ -34,8 +34,11 @@ def test_an_object_that_is_no_dataset_is_named_with_what_is_read(data):
 def test_a_dict_of_splits_is_refused_naming_its_entries():
     images = np.zeros((2, 4, 4, 3), np.uint8)
     with pytest.raises(InvalidOptionError, match=r"^a dict of the entries 'train', 'test' is "
-                                                 r"not a dataset: .* data\['train'\]$"):
+                                                 r"not a dataset: .* data\['train'\] \(or "
+                                                 r"list\(data\.values\(\)\) when"):
         open_source({"train": images, "test": images})
+    with pytest.raises(InvalidOptionError, match=r"entries 0, 1 is not a dataset: .* data\[0\]"):
+        open_source({0: images[0], 1: images[1]})  # its keys as they are
     with pytest.raises(InvalidOptionError, match="^an empty dict: no images"):
         open_source({})
     many = {f"split{i}": images for i in range(10)}
