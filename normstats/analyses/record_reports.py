@@ -216,6 +216,12 @@ def with_record_reports(stats: DatasetStats, records: Records | None, by_folder_
         raise InvalidOptionError("--by-folder and --outliers come from per-image records, "
                                  f"which {stats.source or 'this data'} does not give "
                                  "(normstats.records gives those of a Dask array)")
+    if by_folder_too and not records.keys:
+        # An array's images are rows, not files: an empty table would read as if the
+        # dataset had no folders worth naming.
+        raise InvalidOptionError(f"--by-folder groups image files by their sub-folder, "
+                                 f"and the images of {stats.source or 'this data'} are rows "
+                                 "of an array, not files: compute each part on its own")
     changes: dict[str, Any] = {}
     if by_folder_too:
         changes["by_folder"] = by_folder(records, stats.skipped, scale=stats.scale,

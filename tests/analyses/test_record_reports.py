@@ -126,6 +126,23 @@ def test_by_folder_with_no_cache_keeps_the_records(imagefolder):
     assert result.exit_code == 0 and "by folder (3):" in result.output
 
 
+def test_by_folder_of_an_array_is_refused_and_its_outliers_still_found(tmp_path):
+    """An array's images are rows, not files: its by-folder table would be empty (it
+    printed "by folder (0):" under 50 images); the outliers need no folders."""
+    stack = np.random.default_rng(0).integers(100, 156, (50, 8, 8, 3), dtype=np.uint8)
+    stack[7] = 0
+    np.save(tmp_path / "x.npy", stack)
+    with pytest.raises(InvalidOptionError, match=r"^--by-folder groups image files by their "
+                       r"sub-folder, and the images of array \(50, 8, 8, 3\) uint8 are rows "
+                       r"of an array, not files"):
+        normstats.compute(stack, by_folder=True, outliers=True, cache=False)
+    found = normstats.compute(stack, outliers=True, cache=False).outliers
+    assert [(o.path, o.reasons) for o in found.images] == [("#7", ("blank: every pixel is 0",))]
+    result = CliRunner().invoke(main, ["compute", str(tmp_path / "x.npy"), "--by-folder"])
+    assert result.exit_code == 1 and "by folder (" not in result.output
+    assert "x.npy are rows of an array, not files" in result.output
+
+
 # --- the reports on records built in memory, against exact values ------------------------
 
 def stack_of(levels: list[tuple[int, int]], offsets: tuple[int, ...] = (0, 1, 2)) -> np.ndarray:

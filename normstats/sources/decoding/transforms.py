@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 from typing import Any
 
 import numpy as np
 
 from normstats.errors import InvalidOptionError, RefusedInputError, UnreadableInputError
+
+log = logging.getLogger("normstats.sources")
 
 __all__ = ["resized_size", "resize_shorter", "center_crop", "apply_transforms",
            "parse_size", "check_transform_sizes", "transformed_source"]
@@ -207,8 +210,16 @@ def transformed_source(source: Any, resize: int | None, crop: int | None) -> Any
     if policy is None:
         raise InvalidOptionError("--resize and --center-crop apply to image files (folders, "
                                  f"tar shards), not to {source.description}")
+    resize, crop = parse_size(resize, "resize"), parse_size(crop, "center_crop")
+    if resize is not None and crop is not None and crop > resize:
+        # Every image then comes out padded (its shorter side is `resize`): torchvision
+        # does the same, so the numbers stay its, but a swapped pair (--resize 224
+        # --center-crop 256) would otherwise pull every mean towards 0 without a word.
+        log.warning("normstats: --center-crop %d is larger than --resize %d: every image is "
+                    "padded with zeros, as torchvision's CenterCrop pads it, and the zeros "
+                    "are counted (the usual pair is --resize 256 --center-crop 224)",
+                    crop, resize)
     out = copy.copy(source)
-    out.policy = dataclasses.replace(policy, resize=parse_size(resize, "resize"),
-                                     center_crop=parse_size(crop, "center_crop"))
+    out.policy = dataclasses.replace(policy, resize=resize, center_crop=crop)
     out.mode = out.policy.describe()
     return out

@@ -56,6 +56,25 @@ def test_equals_oracle_on_pillow_rendered_images(photo_folder, resize, crop):
     assert "Resize" in stats.mode or "CenterCrop" in stats.mode
 
 
+def test_a_crop_larger_than_the_resize_is_said_and_padded_as_torchvision(photo_folder,
+                                                                         caplog):
+    """--resize 24 --center-crop 28 pads every image with zeros (torchvision's numbers); the
+    swapped pair of the usual 256/224 would otherwise pull the means down without a word."""
+    root, paths = photo_folder
+    with caplog.at_level("WARNING", logger="normstats.sources"):
+        stats = normstats.compute(root, resize=24, center_crop=28, cache=False, workers=1)
+    assert_matches_oracle(stats, [torchvision_like(p, 24, 28) for p in paths], 255)
+    assert [r.getMessage() for r in caplog.records] == [
+        "normstats: --center-crop 28 is larger than --resize 24: every image is padded with "
+        "zeros, as torchvision's CenterCrop pads it, and the zeros are counted (the usual "
+        "pair is --resize 256 --center-crop 224)"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="normstats.sources"):
+        for resize, crop in ((28, 28), (28, 24), (None, 28), (24, None)):
+            normstats.compute(root, resize=resize, center_crop=crop, cache=False, workers=1)
+    assert caplog.records == []
+
+
 def test_resized_size_follows_torchvision():
     assert resized_size(375, 500, 256) == (256, 341)
     assert resized_size(500, 375, 256) == (341, 256)
