@@ -10,12 +10,13 @@ import contextlib
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 from normstats.errors import NormstatsError
 
-__all__ = ["is_distributed", "connect", "local_cluster", "wait_for_threads",
+__all__ = ["is_distributed", "default_client", "connect", "local_cluster", "wait_for_threads",
            "warn_about_malloc_trim", "MALLOC_TRIM", "CONNECT_TIMEOUT"]
 
 log = logging.getLogger("normstats.engine.distributed")
@@ -57,6 +58,24 @@ def is_distributed(scheduler: Any) -> bool:
         return bool(_ADDRESS.match(scheduler)) or scheduler.endswith(".json")
     return hasattr(scheduler, "scheduler_address") or (
         hasattr(scheduler, "submit") and hasattr(scheduler, "scheduler_info"))
+
+
+def default_client() -> Any:
+    """The ``distributed.Client`` Dask computes on when no scheduler is named (one made
+    the default, as ``Client()`` does), or None; ``distributed`` is not imported for it.
+
+    Examples
+    --------
+    >>> default_client() is None
+    True
+    """
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    try:
+        return distributed.default_client()
+    except ValueError:  # no client, or none made the default
+        return None
 
 
 @contextlib.contextmanager

@@ -50,7 +50,7 @@ from normstats.maths.records import (
     wants_cross_sums,
 )
 from normstats.sources.base import Task, TaskResult, split_evenly
-from normstats.sources.zarr_chunks import holes_in, read_rows
+from normstats.sources.zarr_chunks import holes_in, read_rows, with_absolute_store
 
 __all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "parse_layout",
            "not_an_array_reason",
@@ -168,8 +168,8 @@ def open_array(path: str) -> Any:
                                  "not an array; give a .npy file or a zarr array", path=path)
         import zarr
 
-        try:
-            return zarr.open_array(path, mode="r")
+        try:  # by its absolute path: the array pickles with its store's, for a cluster
+            return zarr.open_array(os.path.abspath(path), mode="r")
         except Exception as error:  # noqa: BLE001 - zarr raises many types; all mean the same
             raise NormstatsError(not_an_array_reason(path, error), path=path) from None
     try:
@@ -378,7 +378,7 @@ class ArraySource:
                  channel_names: tuple[str, ...] | None = None,
                  allow_missing_chunks: bool = False, nodata: float | None = None) -> None:
         self.path = os.fspath(array) if isinstance(array, (str, os.PathLike)) else None
-        self.array = open_array(self.path) if self.path else array
+        self.array = open_array(self.path) if self.path else with_absolute_store(array)
         #: The value of missing measurements, and a masked array's mask (True: left out).
         self.nodata, self.mask = nodata, None
         if np.ma.isMaskedArray(self.array):
@@ -421,7 +421,9 @@ class ArraySource:
                                      max(1, min(_TASK_BYTES // per_image, enough)))
         else:
             bounds = split_evenly(count, task_size)
-        data = self.path if self.path and self.scheduler == "processes" else self.array
+        # a path is reopened where the task runs: absolute, for a cluster's workers
+        data = os.path.abspath(self.path) if self.path and self.scheduler == "processes" \
+            else self.array
         name = self.path or "array"
         return [ArrayTask(data, a, b, self.layout, name, self.channel_names, self.nodata,
                           self.mask) for a, b in bounds]

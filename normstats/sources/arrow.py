@@ -262,7 +262,8 @@ class ArrowFileSource:
         tasks: list[Task] = []
         for path, column, kind, rows, nbytes in self.files:
             size = task_size or rows_per_task(rows, nbytes, workers)
-            reader = CellReader(kind, self.policy, os.path.dirname(os.path.abspath(path)),
+            path = os.path.abspath(path)  # a cluster's worker resolves a relative one itself
+            reader = CellReader(kind, self.policy, os.path.dirname(path),
                                 "the Arrow file's folder")
             label = f"{os.path.basename(path)}:"
             tasks += [ArrowTask(ArrowFile(path), column, a, b, a, None, label, reader,

@@ -356,8 +356,11 @@ class FolderSource(ListedFiles):
                  fail_fast: bool = False, confine_to: str | os.PathLike | None = None) -> None:
         if not os.path.isdir(str(root)):
             raise NormstatsError("not a folder", path=str(root))
-        self.adopt(str(root), policy or DecodePolicy(), fail_fast,
+        # Tasks carry the absolute root: a dask.distributed worker runs in its own folder,
+        # where a relative one would name other files, or none. Reports keep the user's.
+        self.adopt(os.path.abspath(root), policy or DecodePolicy(), fail_fast,
                    walk_images(root, confine_to))
+        self.description = str(root)
 
     def task(self, files: FileList) -> Task:
         return FolderTask(self.root, files, self.policy, self.fail_fast,

@@ -54,6 +54,11 @@ class MappedRecords:
     image_shape: tuple[int, ...]
     skip: int = 0
 
+    def __post_init__(self) -> None:
+        # it pickles as its path: a dask.distributed worker would resolve a relative one
+        # in its own folder, naming another file or none
+        object.__setattr__(self, "path", os.path.abspath(self.path))
+
     @property
     def shape(self) -> tuple[int, ...]:
         return (self.count, *self.image_shape)

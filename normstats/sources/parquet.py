@@ -114,7 +114,8 @@ def image_column(schema: Any, path: str, column: str | None) -> tuple[str, str]:
 
 
 def _layout(pq: Any, path: str, column: str | None) -> tuple[str, str, str, list[int]]:
-    """``path``, its image column and that column's kind, and the rows of each row group."""
+    """``path`` made absolute (its tasks may run in a cluster's worker, in a folder of its
+    own), its image column and that column's kind, and the rows of each row group."""
     try:
         with open_regular(path) as handle:  # never a FIFO: pyarrow would wait on it
             parquet = pq.ParquetFile(handle)
@@ -127,8 +128,8 @@ def _layout(pq: Any, path: str, column: str | None) -> tuple[str, str, str, list
     except Exception as error:  # noqa: BLE001 - pyarrow raises many types
         raise NormstatsError(f"not a readable Parquet file ({error})", path=path) from None
     name, kind = image_column(schema, path, column)
-    return (path, name, kind, [metadata.row_group(g).num_rows
-                               for g in range(metadata.num_row_groups)])
+    return (os.path.abspath(path), name, kind, [metadata.row_group(g).num_rows
+                                                for g in range(metadata.num_row_groups)])
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from normstats.errors import UnreadableInputError
+from normstats.errors import InvalidOptionError, UnreadableInputError
 
 __all__ = ["MissingChunks", "is_zarr_array", "missing_chunks", "holes_in", "failing_chunk",
-           "store_name", "read_rows", "zarr_arrays_in_graph"]
+           "store_name", "read_rows", "zarr_arrays_in_graph", "with_absolute_store",
+           "refuse_relative_stores"]
 
 #: Missing chunk keys and image ranges a message names; the rest are counted.
 _NAMED = 3
@@ -99,6 +100,58 @@ def store_name(array: Any) -> str:
     if not root:
         return str(array.store_path)
     return f"{str(root).rstrip('/')}/{path}" if path else str(root)
+
+
+def with_absolute_store(array: Any) -> Any:
+    """``array``, reopened read-only by its store's absolute folder when it was opened by a
+    relative one (``zarr.open_array("train.zarr")``); any other array as it is.
+
+    A zarr array pickles with its store's path, and a dask.distributed worker resolves a
+    relative one in its own folder: where nothing lies there, zarr reads every chunk as
+    missing, that is as the fill value, and the statistics are of zeros without a word.
+
+    Examples
+    --------
+    >>> import os, tempfile, zarr
+    >>> relative = os.path.relpath(os.path.join(tempfile.mkdtemp(), "x.zarr"))
+    >>> _ = zarr.create_array(relative, shape=(1,), dtype="u1")
+    >>> os.path.isabs(with_absolute_store(zarr.open_array(relative)).store_path.store.root)
+    True
+    """
+    store = array.store_path.store if is_zarr_array(array) else None
+    if type(store).__name__ != "LocalStore" or os.path.isabs(store.root):
+        return array
+    import zarr
+
+    absolute = type(store)(os.path.abspath(store.root), read_only=True)
+    return zarr.open_array(absolute, path=array.store_path.path, mode="r")
+
+
+def refuse_relative_stores(graph: Any) -> None:
+    """Refuse a Dask collection (or a tuple of them) bound for a cluster when a zarr array
+    it reads was opened by a relative folder: the workers would look for the store in
+    their own folders and, finding nothing there, read every chunk as the fill value.
+
+    Examples
+    --------
+    >>> import os, tempfile, zarr, dask.array as da
+    >>> relative = os.path.relpath(os.path.join(tempfile.mkdtemp(), "x.zarr"))
+    >>> z = zarr.create_array(relative, shape=(2,), chunks=(1,), dtype="u1")
+    >>> refuse_relative_stores(da.from_array(z))
+    Traceback (most recent call last):
+    ...
+    normstats.errors.InvalidOptionError: ...x.zarr: a zarr store opened by a relative path...
+    >>> refuse_relative_stores(da.from_array(with_absolute_store(z)))
+    """
+    for part in graph if isinstance(graph, tuple | list) else (graph,):
+        for array in zarr_arrays_in_graph(part):
+            store = array.store_path.store
+            if type(store).__name__ == "LocalStore" and not os.path.isabs(store.root):
+                raise InvalidOptionError(
+                    f"{store_name(array)}: a zarr store opened by a relative path, which a "
+                    "cluster's workers would look for in their own folders (reading every "
+                    "chunk as the fill value where it is not): open it by its absolute path, "
+                    "os.path.abspath(path)")
 
 
 def holes_in(data: Any) -> list[tuple[str, MissingChunks]]:

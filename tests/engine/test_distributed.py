@@ -308,6 +308,54 @@ def test_killing_a_worker_mid_run_changes_nothing(client, folder, tmp_path):
     assert again.images_cached == IMAGES and numbers(again) == numbers(stats)
 
 
+def test_relative_paths_are_the_clients_files_on_the_workers(client, folder, tmp_path,
+                                                             monkeypatch):
+    """Workers run in their own folder (here the one pytest started in). Paths given
+    relative to the client's folder used to be resolved there: a folder's files all
+    "disappeared", a tar, Parquet, Arrow or IDX path raised FileNotFoundError, and a zarr
+    store was read as made of its fill value, zeros, without a word. Tasks now carry
+    absolute paths; a zarr store opened by a relative path is reopened by its absolute
+    one, and a Dask array over one is refused before the cluster reads it."""
+    import tarfile
+
+    import dask.array as da
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zarr
+
+    pixels = np.random.default_rng(5).integers(0, 256, (12, 6, 5, 3), dtype=np.uint8)
+    files = dataset(12)
+    with tarfile.open(tmp_path / "s.tar", "w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    cells = [{"bytes": data, "path": name} for name, data in files.items()]
+    pq.write_table(pa.table({"image": cells}), tmp_path / "p.parquet")
+    with pa.OSFile(str(tmp_path / "a.arrow"), "wb") as sink, \
+            pa.ipc.new_stream(sink, pa.table({"image": cells}).schema) as writer:
+        writer.write_table(pa.table({"image": cells}))
+    zarr.create_array(tmp_path / "z.zarr", data=pixels, chunks=(4, 6, 5, 3))
+    np.save(tmp_path / "x.npy", pixels)
+    header = bytes([0, 0, 8, 3]) + b"".join(n.to_bytes(4, "big") for n in (12, 6, 15))
+    (tmp_path / "images-idx3-ubyte").write_bytes(header + pixels.tobytes())
+    monkeypatch.chdir(tmp_path)
+    assert tmp_path.name not in set(client.run(os.getcwd).values()).pop()
+    for name in ("data", "s.tar", "p.parquet", "a.arrow", "z.zarr", "x.npy",
+                 "images-idx3-ubyte"):
+        expected = numbers(local(tmp_path / name))
+        assert numbers(normstats.compute(name, scheduler=client, cache=False)) == expected
+    opened = zarr.open_array("z.zarr", mode="r")
+    assert numbers(normstats.compute(opened, scheduler=client)) == numbers(local(pixels))
+    with pytest.raises(normstats.NormstatsError, match=r"^z.zarr: a zarr store opened by a "
+                       r"relative path, which a cluster's workers would look for in their "
+                       r"own folders"):
+        normstats.compute(da.from_array(opened, chunks=4), scheduler=client)
+    assert numbers(normstats.compute(da.from_array(zarr.open_array(tmp_path / "z.zarr"),
+                                                   chunks=4), scheduler=client)) == \
+        numbers(local(pixels))
+
+
 def test_on_error_fail_stops_the_cluster_run_naming_the_file(client, folder):
     (folder / "dog" / "broken.png").write_bytes(b"not a png")
     with pytest.raises(normstats.NormstatsError, match="broken.png: not an image"):

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from normstats.engine.cluster import connect, is_distributed
+from normstats.engine.cluster import connect, default_client, is_distributed
 from normstats.engine.dask.images import reader_skips, readers_in, reading_zarr
 from normstats.engine.dask.reduce import (
     Part,
@@ -37,6 +37,7 @@ from normstats.engine.process_pool import process_pool
 from normstats.errors import InvalidOptionError
 from normstats.maths.records import Skipped
 from normstats.results.stats import DatasetStats
+from normstats.sources.zarr_chunks import refuse_relative_stores
 
 __all__ = ["finished", "lazy_result", "finish_stats", "lazy_stats", "compute_dask_array",
            "describe", "run_graph", "local_scheduler"]
@@ -142,6 +143,8 @@ def run_graph(graph: Any, scheduler: Any = None, workers: int | None = None) -> 
     With no scheduler, Dask's own choice applies (an active ``distributed.Client``, the
     ``dask.config`` scheduler, or threads).
     """
+    if is_distributed(scheduler) or (scheduler is None and default_client() is not None):
+        refuse_relative_stores(graph)
     if is_distributed(scheduler):
         with connect(scheduler) as client:
             return client.gather(client.compute(graph, optimize_graph=False))

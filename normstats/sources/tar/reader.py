@@ -319,8 +319,9 @@ class TarSource:
         tasks: list[Task] = []
         for shard in self.shards:
             size = task_size or self._default_size(shard, workers)
-            tasks += [TarTask(shard.path, shard.compressed, shard.members[a:b], self.policy,
-                              self.fail_fast)
+            # the absolute path: a cluster's worker resolves a relative one in its folder
+            tasks += [TarTask(os.path.abspath(shard.path), shard.compressed,
+                              shard.members[a:b], self.policy, self.fail_fast)
                       for a, b in split_evenly(len(shard.members), size)]
         return tasks
 
