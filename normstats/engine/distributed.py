@@ -182,6 +182,29 @@ def _report(times: StageTimes, progress: ProgressBar | None) -> None:
         progress.enabled = False  # the caller's close() must not add a blank line
 
 
+def _missing_module(error: BaseException | None) -> str | None:
+    """The module whose import failed where a task was unpickled (the scheduler wraps it
+    in a RuntimeError), or None for any other failure.
+
+    Examples
+    --------
+    >>> try:
+    ...     try:
+    ...         import no_such_module_of_the_user
+    ...     except ImportError as cause:
+    ...         raise RuntimeError("Error during deserialization of the task graph") from cause
+    ... except RuntimeError as error:
+    ...     _missing_module(error)
+    'no_such_module_of_the_user'
+    """
+    seen = 0
+    while error is not None and seen < 8:  # a chain of causes, never a cycle
+        if isinstance(error, ModuleNotFoundError) and error.name:
+            return error.name.partition(".")[0]
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
+
+
 class _ClusterRun:
     """The client's side of one run: submit, consume as completed, split crashed tasks."""
 
@@ -253,6 +276,13 @@ class _ClusterRun:
         from distributed import KilledWorker
 
         if not isinstance(error, KilledWorker):
+            if (missing := _missing_module(error)) is not None:
+                raise NormstatsError(
+                    f"the cluster cannot load this run's tasks: no module named {missing!r} "
+                    "where they are unpickled (the scheduler or a worker). The dataset's code "
+                    "must be importable there: install it in their environment, or, for a "
+                    f"module of your own, cloudpickle.register_pickle_by_value({missing}) "
+                    "before the run ships it with the tasks") from None
             raise error  # a failure of the task itself (on_error="fail", a bug): stop
         files = getattr(task, "files", None)
         if files is None:

@@ -351,9 +351,45 @@ def test_relative_paths_are_the_clients_files_on_the_workers(client, folder, tmp
                        r"relative path, which a cluster's workers would look for in their "
                        r"own folders"):
         normstats.compute(da.from_array(opened, chunks=4), scheduler=client)
+    with client.as_current(), pytest.raises(normstats.NormstatsError, match="relative path"):
+        normstats.compute(da.from_array(opened, chunks=4))  # Dask's default: the client
+    assert numbers(normstats.compute(da.from_array(opened, chunks=4))) == numbers(local(pixels))
     assert numbers(normstats.compute(da.from_array(zarr.open_array(tmp_path / "z.zarr"),
                                                    chunks=4), scheduler=client)) == \
         numbers(local(pixels))
+
+
+def test_a_dataset_class_the_cluster_cannot_import_is_one_line(client, folder, tmp_path,
+                                                               monkeypatch):
+    """A map-style dataset of the user's own module ships by reference: the scheduler
+    cannot import it and said only "Error during deserialization of the task graph". The
+    message names the module and the two ways out; the second of them then runs."""
+    import cloudpickle
+
+    (tmp_path / "users_own_datasets.py").write_text(
+        "import numpy as np\n"
+        "from PIL import Image\n\n"
+        "class Photos:\n"
+        "    def __init__(self, paths):\n"
+        "        self.paths = paths\n\n"
+        "    def __len__(self):\n"
+        "        return len(self.paths)\n\n"
+        "    def __getitem__(self, index):\n"
+        "        return np.asarray(Image.open(self.paths[index]).convert('RGB'))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import users_own_datasets
+
+    photos = users_own_datasets.Photos(sorted(str(p) for p in folder.rglob("*.png")))
+    with pytest.raises(normstats.NormstatsError, match=r"^the cluster cannot load this run's "
+                       r"tasks: no module named 'users_own_datasets' where they are unpickled "
+                       r".*cloudpickle.register_pickle_by_value\(users_own_datasets\)"):
+        normstats.compute(photos, scheduler=client)
+    cloudpickle.register_pickle_by_value(users_own_datasets)
+    try:
+        found = normstats.compute(photos, scheduler=client)
+    finally:
+        cloudpickle.unregister_pickle_by_value(users_own_datasets)
+    assert numbers(found) == numbers(local(photos))
 
 
 def test_on_error_fail_stops_the_cluster_run_naming_the_file(client, folder):
