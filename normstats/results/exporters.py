@@ -13,8 +13,10 @@ keras              ``Rescaling(1/255)`` then ``Normalization(axis=-1, mean=, var
 hf                 ``preprocessor_config.json`` keys ``image_mean``, ``image_std``,
                    ``do_rescale``, ``rescale_factor`` (1/255 for 8-bit), and
                    ``image_processor_type`` so that ``AutoImageProcessor`` loads it
-mmcv               raw pixel units ([0, 255] for 8-bit), ``to_rgb=True`` (mmcv loads BGR)
+mmcv               raw pixel units ([0, 255] for 8-bit), ``to_rgb=True`` (mmcv loads BGR;
+                   False unless there are three channels)
 detectron2         raw pixel units, ``PIXEL_MEAN``/``PIXEL_STD`` and ``INPUT.FORMAT`` spelled out
+                   (``L`` for one channel, none for bands)
 lighting           AlexNet-style PCA lighting, ``Lighting(alphastd, eigval, eigvec)`` adding
                    ``eigvec @ (alpha * eigval)`` to a (C, H, W) tensor in the reported scale:
                    ``eigval`` the covariance's eigenvalues, ``eigvec`` its eigenvectors as
@@ -198,24 +200,37 @@ def _hf_code(c: Constants, kw: dict[str, Any]) -> str:
 
 
 def _mmcv_kwargs(c: Constants) -> dict[str, Any]:
-    # raw pixel units; to_rgb=True turns mmcv's BGR loading into RGB
-    return {"mean": list(c.raw(c.mean)), "std": list(c.raw(c.std)), "to_rgb": not c.bgr}
+    # raw pixel units; to_rgb=True turns mmcv's BGR loading into RGB. Only three channels
+    # have an order to turn: mmcv's conversion (OpenCV's cvtColor BGR2RGB) makes three
+    # channels of one, drops a fourth, and fails on more.
+    to_rgb = len(c.channels) == 3 and not c.bgr
+    return {"mean": list(c.raw(c.mean)), "std": list(c.raw(c.std)), "to_rgb": to_rgb}
 
 
 def _mmcv_code(c: Constants, kw: dict[str, Any]) -> str:
-    return (c.header(f"raw pixel units (x{c.scale:g}); to_rgb={kw['to_rgb']} because mmcv "
-                     "loads BGR") + "\n" + "img_norm_cfg = " + _call("dict", kw))
+    count = len(c.channels)
+    why = ("because mmcv loads BGR" if count == 3 else
+           "because a single channel has no BGR order to turn" if count == 1 else
+           f"because {count} channels have no BGR order to turn")
+    return (c.header(f"raw pixel units (x{c.scale:g}); to_rgb={kw['to_rgb']} {why}") + "\n"
+            + "img_norm_cfg = " + _call("dict", kw))
 
 
 def _detectron2_kwargs(c: Constants) -> dict[str, Any]:
-    return {"INPUT.FORMAT": "BGR" if c.bgr else "RGB",
-            "MODEL.PIXEL_MEAN": list(c.raw(c.mean)), "MODEL.PIXEL_STD": list(c.raw(c.std))}
+    # detectron2 reads images as BGR, RGB or L (grayscale); other channel counts come
+    # from the user's own DatasetMapper, and the config then names no format
+    fmt = {1: "L", 3: "BGR" if c.bgr else "RGB"}.get(len(c.channels))
+    return ({"INPUT.FORMAT": fmt} if fmt else {}) | {
+        "MODEL.PIXEL_MEAN": list(c.raw(c.mean)), "MODEL.PIXEL_STD": list(c.raw(c.std))}
 
 
 def _detectron2_code(c: Constants, kw: dict[str, Any]) -> str:
+    fmt = kw.get("INPUT.FORMAT")
+    said = f"this is {fmt}" if fmt else (
+        f"these are {len(c.channels)} channels, which its readers (BGR, RGB, L) do not make: read "
+        "them with a DatasetMapper of your own")
     return "\n".join([
-        c.header(f"raw pixel units (x{c.scale:g}); detectron2 defaults to BGR, "
-                 f"this is {kw['INPUT.FORMAT']}"),
+        c.header(f"raw pixel units (x{c.scale:g}); detectron2 defaults to BGR, {said}"),
         *(f"cfg.{key} = {_code(value)}" for key, value in kw.items())])
 
 

@@ -46,6 +46,8 @@ def test_bgr_and_json_formats(png_folder):
     assert hf["image_mean"] == list(stats.mean[::-1])
     # JSON holds no comment: what the numbers are is said on stderr
     assert "std variant 'std'" in result.stderr and "channel order B, G, R" in result.stderr
+    assert result.stderr.startswith(f"normstats: {root}; std variant") and \
+        result.stderr.count("normstats:") == 1  # once: it used to read "normstats: normstats:"
 
 
 def test_resize_and_crop_options(png_folder):

@@ -123,6 +123,25 @@ def test_detectron2_states_order(stats):
                                np.array(stats.mean[::-1]) * 255, rtol=1e-14)
 
 
+def test_mmcv_and_detectron2_turn_no_order_where_there_is_none():
+    """to_rgb=True on one channel made mmcv's BGR-to-RGB conversion (OpenCV's cvtColor)
+    turn it into three, and INPUT.FORMAT 'RGB' made detectron2 read grayscale images as
+    colour; four bands have no format of detectron2's at all."""
+    rng = np.random.default_rng(3)
+    gray = normstats.compute(rng.integers(0, 256, (4, 5, 5, 1), dtype=np.uint8), channels="L")
+    bands = normstats.compute(rng.integers(0, 256, (4, 5, 5, 4), dtype=np.uint8))
+    assert gray.to_kwargs("mmcv")["to_rgb"] is bands.to_kwargs("mmcv")["to_rgb"] is False
+    assert "to_rgb=False because a single channel has no BGR order to turn" in gray.to("mmcv")
+    assert "to_rgb=False because 4 channels have no BGR order to turn" in bands.to("mmcv")
+    assert gray.to_kwargs("detectron2") == {
+        "INPUT.FORMAT": "L", "MODEL.PIXEL_MEAN": [m * 255 for m in gray.mean],
+        "MODEL.PIXEL_STD": [s * 255 for s in gray.std]}
+    assert "INPUT.FORMAT" not in bands.to_kwargs("detectron2")
+    assert "INPUT.FORMAT" not in bands.to("detectron2")
+    assert "these are 4 channels, which its readers (BGR, RGB, L) do not make: read them " \
+        "with a DatasetMapper of your own" in bands.to("detectron2")
+
+
 def test_the_whole_result_as_json_is_to_json_not_an_export(stats):
     """One JSON schema: `DatasetStats.to_json` (``--json``); there is no "json" export."""
     assert "json" not in FORMATS
