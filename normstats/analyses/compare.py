@@ -41,7 +41,7 @@ from normstats.sources.options import ReadArguments, ReadOptions, read_options
 
 __all__ = ["compare", "Comparison", "Compared", "comparison_rows", "render_comparison",
            "comparison_json", "BetweenShare", "between_image_share", "per_image_stds",
-           "difference_rows", "EXPLANATION"]
+           "difference_rows", "paired_channels", "EXPLANATION"]
 
 EXPLANATION = (
     "Why they differ: the pooled std measures every pixel around the dataset mean, so it "
@@ -216,9 +216,11 @@ def comparison_rows(entries: list[Compared]) -> list[dict[str, Any]]:
     for entry in entries:
         s = entry.stats
         between = entry.between
+        pairs = paired_channels(first.channels, s.channels)
         for c, channel in enumerate(s.channels):
             pis = s.per_image_std[c] if s.per_image_std is not None else None
-            scale = first.std[c] if c < len(first.std) and first.std[c] > 0 else None
+            f = pairs[c]
+            scale = first.std[f] if f is not None and first.std[f] > 0 else None
             rows.append({
                 "dataset": entry.name, "channel": channel, "mean": s.mean[c], "std": s.std[c],
                 "per_image_std": pis,
@@ -226,15 +228,40 @@ def comparison_rows(entries: list[Compared]) -> list[dict[str, Any]]:
                                         if s.per_image_std_ddof1 is not None else None),
                 "ratio": pis / s.std[c] if pis is not None and s.std[c] > 0 else None,
                 "between": between[c] if between is not None else None,
-                "mean_vs_first": (s.mean[c] - first.mean[c]) / scale if scale else None,
+                "mean_vs_first": (s.mean[c] - first.mean[f]) / scale if scale else None,
                 "std_vs_first": s.std[c] / scale if scale else None})
     return rows
+
+
+def paired_channels(first: Sequence[str], other: Sequence[str]) -> list[int | None]:
+    """For each channel of ``other``, the channel of ``first`` it is compared with: the
+    one of the same name when both name the same channels (in any order), else the one at
+    its position when they have as many (an array's c0, c1, c2 against a folder's R, G,
+    B); when the counts differ, only a channel of the same name (None for the others:
+    grayscale L is not R).
+
+    Examples
+    --------
+    >>> paired_channels(("R", "G", "B"), ("B", "G", "R"))
+    [2, 1, 0]
+    >>> paired_channels(("R", "G", "B"), ("c0", "c1", "c2"))
+    [0, 1, 2]
+    >>> paired_channels(("R", "G", "B"), ("L",)), paired_channels(("R",), ("R", "G", "B"))
+    ([None], [0, None, None])
+    """
+    same_names = sorted(first) == sorted(other)
+    if len(first) == len(other) and not same_names:
+        return list(range(len(other)))
+    index = {name: i for i, name in reversed(list(enumerate(first)))}  # the first of a name
+    return [index.get(name) for name in other]
 
 
 def difference_rows(entries: list[Compared]) -> list[dict[str, Any]]:
     """Each later dataset B against the first, A, per channel: A − B and A / B of the mean
     and pooled std, and what B looks like normalized with A's constants (its mean
     ``(mean_B − mean_A) / std_A`` and std ``std_B / std_A``, 0 and 1 when they agree).
+    ``channel`` is A's channel and ``b_channel`` the one of B it is compared with
+    (`paired_channels`); B's channels without one have no row.
 
     Examples
     --------
@@ -251,31 +278,55 @@ def difference_rows(entries: list[Compared]) -> list[dict[str, Any]]:
     rows = []
     for entry in entries[1:]:
         b = entry.stats
-        for c, channel in enumerate(a.channels[:len(b.channels)]):
-            scale = a.std[c] if a.std[c] > 0 else None
+        paired = [(i, j) for j, i in enumerate(paired_channels(a.channels, b.channels))
+                  if i is not None]
+        for i, j in sorted(paired):  # in the first dataset's channel order
+            scale = a.std[i] if a.std[i] > 0 else None
             rows.append({
-                "a": entries[0].name, "b": entry.name, "channel": channel,
-                "mean_diff": a.mean[c] - b.mean[c], "std_diff": a.std[c] - b.std[c],
-                "mean_ratio": a.mean[c] / b.mean[c] if b.mean[c] else None,
-                "std_ratio": a.std[c] / b.std[c] if b.std[c] else None,
-                "b_mean_under_a": (b.mean[c] - a.mean[c]) / scale if scale else None,
-                "b_std_under_a": b.std[c] / scale if scale else None})
+                "a": entries[0].name, "b": entry.name, "channel": a.channels[i],
+                "b_channel": b.channels[j],
+                "mean_diff": a.mean[i] - b.mean[j], "std_diff": a.std[i] - b.std[j],
+                "mean_ratio": a.mean[i] / b.mean[j] if b.mean[j] else None,
+                "std_ratio": a.std[i] / b.std[j] if b.std[j] else None,
+                "b_mean_under_a": (b.mean[j] - a.mean[i]) / scale if scale else None,
+                "b_std_under_a": b.std[j] / scale if scale else None})
     return rows
 
 
 def _verdict(entries: list[Compared]) -> list[str]:
-    """One sentence on the dataset farthest from the first, normalized with its constants."""
+    """One sentence on the dataset farthest from the first, normalized with its constants,
+    and one on each dataset whose channels cannot share the first one's constants."""
+    a = entries[0].name
+    first = entries[0].stats.channels
+    unpaired = ["", *(f"{e.name} has {_channels(e.stats.channels)} and {a} "
+                      f"{_channels(first)}: one set of constants cannot serve both; "
+                      + _shared(first, e.stats.channels) for e in entries[1:]
+                      if len(e.stats.channels) != len(first))]
     rows = [r for r in difference_rows(entries) if r["b_mean_under_a"] is not None]
     if not rows:
-        return []
-    a = entries[0].name
+        return unpaired if len(unpaired) > 1 else []
     worst = max(rows, key=lambda r: abs(r["b_mean_under_a"]))
     close = abs(worst["b_mean_under_a"]) < 0.1 and abs(worst["b_std_under_a"] - 1) < 0.1
-    return ["", f"Using {a}'s constants on {worst['b']} leaves its channel {worst['channel']} "
+    channel = worst["b_channel"] + ("" if worst["b_channel"] == worst["channel"] else
+                                    f" ({a}'s {worst['channel']})")
+    return ["", f"Using {a}'s constants on {worst['b']} leaves its channel {channel} "
                 f"at mean {worst['b_mean_under_a']:+.3f} and std {worst['b_std_under_a']:.3f} "
                 "instead of 0 and 1: " + ("close enough to share one set of constants."
                                          if close else
-                                         "compute constants for the data the model will see.")]
+                                         "compute constants for the data the model will see.")
+            ] + unpaired[1:]
+
+
+def _channels(names: Sequence[str]) -> str:
+    return f"{len(names)} channel{'s' if len(names) > 1 else ''} ({', '.join(names)})"
+
+
+def _shared(first: Sequence[str], other: Sequence[str]) -> str:
+    """Which channels of two datasets with different channel counts are compared."""
+    shared = [name for name, i in zip(other, paired_channels(first, other)) if i is not None]
+    if not shared:
+        return "no channel of the same name to compare ('-')."
+    return f"only channels of the same name are compared ({', '.join(shared)})."
 
 
 def _cell(value: float | None, width: int) -> str:

@@ -463,16 +463,49 @@ def test_comparison_rows_hold_every_number_or_none() -> None:
                                                                              None]
 
 
+def test_channels_are_compared_by_name_by_position_or_not_at_all(tmp_path) -> None:
+    """Rows used to pair channels by position, whatever they were: a grayscale dataset's L
+    was "compared" with the first's R, and a BGR-named one's B with R. Now the same names
+    pair in any order, as many unnamed channels pair by position (an array against a
+    folder), and different counts pair only channels of one name."""
+    rng = np.random.default_rng(11)
+    rgb = rng.integers(0, 256, (6, 4, 5, 3), dtype=np.uint8)
+    named = normstats.compute(rgb, channels="R,G,B")
+    reversed_names = normstats.compute(rgb[..., ::-1], channels="B,G,R")
+    unnamed = normstats.compute(rgb)
+    gray = normstats.compute(rgb[..., :1], channels="L")
+    entries = [Compared("rgb", named), Compared("bgr", reversed_names),
+               Compared("array", unnamed), Compared("gray", gray)]
+    rows = comparison_rows(entries)
+    assert [(r["dataset"], r["channel"], r["mean_vs_first"], r["std_vs_first"])
+            for r in rows[3:]] == [
+        ("bgr", "B", 0.0, 1.0), ("bgr", "G", 0.0, 1.0), ("bgr", "R", 0.0, 1.0),
+        ("array", "c0", 0.0, 1.0), ("array", "c1", 0.0, 1.0), ("array", "c2", 0.0, 1.0),
+        ("gray", "L", None, None)]
+    assert [(r["b"], r["channel"], r["b_channel"], r["mean_diff"])
+            for r in difference_rows(entries)] == [
+        ("bgr", "R", "R", 0.0), ("bgr", "G", "G", 0.0), ("bgr", "B", "B", 0.0),
+        ("array", "R", "c0", 0.0), ("array", "G", "c1", 0.0), ("array", "B", "c2", 0.0)]
+    text = render_comparison(entries)
+    assert "gray has 1 channel (L) and rgb 3 channels (R, G, B): one set of constants " \
+        "cannot serve both; no channel of the same name to compare ('-')." in text
+    shifted = normstats.compute(rgb // 2, channels=None)
+    assert "leaves its channel c0 (rgb's R) at mean" in \
+        render_comparison([Compared("rgb", named), Compared("half", shifted)])
+
+
 def test_difference_rows_against_the_first_dataset() -> None:
     assert difference_rows([FIRST]) == [] and difference_rows([]) == []
     assert difference_rows([FIRST, SECOND, VECTORS]) == [
-        {"a": "first", "b": "second-long-name", "channel": "R", "mean_diff": 0.5,
+        {"a": "first", "b": "second-long-name", "channel": "R", "b_channel": "R", "mean_diff": 0.5,
          "std_diff": -0.25, "mean_ratio": None, "std_ratio": 0.5, "b_mean_under_a": -2.0,
          "b_std_under_a": 2.0},
-        {"a": "first", "b": "second-long-name", "channel": "G", "mean_diff": -0.25,
+        {"a": "first", "b": "second-long-name", "channel": "G", "b_channel": "G",
+         "mean_diff": -0.25,
          "std_diff": -0.125, "mean_ratio": 0.5, "std_ratio": 0.0, "b_mean_under_a": None,
          "b_std_under_a": None},
-        {"a": "first", "b": "v", "channel": "R", "mean_diff": -0.125, "std_diff": 0.0,
+        {"a": "first", "b": "v", "channel": "R", "b_channel": "R", "mean_diff": -0.125,
+         "std_diff": 0.0,
          "mean_ratio": 0.8, "std_ratio": 1.0, "b_mean_under_a": 0.5, "b_std_under_a": 1.0}]
 
 
@@ -496,6 +529,8 @@ v: 1,234 images, float64, scale 1, mode NC
 
 Using first's constants on second-long-name leaves its channel R at mean -2.000 and std 2.000 \
 instead of 0 and 1: compute constants for the data the model will see.
+v has 1 channel (R) and first 2 channels (R, G): one set of constants cannot serve both; only \
+channels of the same name are compared (R).
 
 """
 

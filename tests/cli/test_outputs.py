@@ -90,8 +90,9 @@ def test_compare_shows_a_minus_b_and_what_a_constants_do_to_b(tmp_path):
     np.save(b, np.array([0, 51], np.uint8).reshape(2, 1, 1, 1))   # mean 0.1, std 0.1
     data = json.loads(_invoke("compare", str(a), str(b), "--json").stdout)
     assert data["differences"] == [{
-        "a": str(a), "b": str(b), "channel": "L", "mean_diff": 0.4, "std_diff": 0.4,
-        "mean_ratio": 5.0, "std_ratio": 5.0, "b_mean_under_a": -0.8, "b_std_under_a": 0.2}]
+        "a": str(a), "b": str(b), "channel": "L", "b_channel": "L", "mean_diff": 0.4,
+        "std_diff": 0.4, "mean_ratio": 5.0, "std_ratio": 5.0, "b_mean_under_a": -0.8,
+        "b_std_under_a": 0.2}]
     text = _invoke("compare", str(a), str(b)).stdout
     assert f"Using {a}'s constants on {b} leaves its channel L at mean -0.800 and std " \
            "0.200 instead of 0 and 1" in text
