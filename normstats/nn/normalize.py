@@ -14,6 +14,7 @@ formula in float64, image by image.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
@@ -27,6 +28,10 @@ __all__ = ["Normalize", "stats_vectors", "stats_input_scale", "parse_channel_vec
 Layout = Literal["chw", "hwc"]
 InputLayout = Literal["hwc", "nhwc", "hw", "nhw"]
 _LUT_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16))
+#: Float input above this, under constants in [0, 1], is raw 0-255 values, not ToTensor's.
+_RAW_FLOAT_ABOVE = 1.5
+
+log = logging.getLogger("normstats.nn")
 
 
 def parse_channel_vector(name: str, values: Any) -> np.ndarray:
@@ -125,6 +130,7 @@ class Normalize:
         self.layout: Layout = layout
         self.threads = int(threads)
         self._luts: dict[np.dtype, np.ndarray] = {}
+        self._raw_floats_said = False
 
     @classmethod
     def from_stats(
@@ -197,6 +203,7 @@ class Normalize:
         x = np.asarray(x)
         x, single = self._as_nhwc(x, input_layout)
         batch = self._check_input(x)
+        self._say_raw_floats(batch)
         shape = _output_shape(batch.shape, self.layout)[1:] if single else \
             _output_shape(batch.shape, self.layout)
         if out is None:
@@ -243,13 +250,32 @@ class Normalize:
 
     def _check_input(self, x: np.ndarray) -> np.ndarray:
         if x.ndim not in (3, 4) or x.shape[-1] != self.channels:
+            first = x.ndim in (3, 4) and x.shape[-3] == self.channels
             raise InvalidOptionError(
                 f"expected HWC or NHWC input with {self.channels} channels last,"
-                f" got shape {x.shape}"
+                f" got shape {x.shape}" + (
+                    ": channels first? Move them last (x.transpose(0, 2, 3, 1) for NCHW), or "
+                    "normalize (..., C, H, W) tensors with normstats.nn.torch.Normalize"
+                    if first else "")
             )
         if x.dtype.kind not in "uif":
             raise TypeError(f"expected integer or float pixels, got dtype {x.dtype}")
         return x
+
+    def _say_raw_floats(self, batch: np.ndarray) -> None:
+        """Say once when float input holds values far above 1 under constants in [0, 1]:
+        float pixels are taken as already divided (ToTensor's [0, 1]), so raw 0-255 floats
+        (``x.astype(np.float32)``) would come out ~255 times too large without a word."""
+        if self._raw_floats_said or batch.dtype.kind != "f" or self.scale is not None or \
+                not batch.size or self.mean.max() > 1:
+            return
+        top = float(np.max(batch))
+        if top > _RAW_FLOAT_ABOVE:
+            self._raw_floats_said = True
+            log.warning("normstats: float pixels up to %g given to Normalize of constants in "
+                        "[0, 1]: float input is taken as already divided (as ToTensor gives "
+                        "it), and these look like raw 0-255 values; divide them first, or "
+                        "build the Normalize with scale=255", top)
 
     def _run(self, batch: np.ndarray, out: np.ndarray) -> None:
         one = self._one_lut if batch.dtype in _LUT_DTYPES else self._one_float

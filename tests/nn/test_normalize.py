@@ -248,6 +248,36 @@ def test_float_input_is_taken_as_already_in_0_1_like_to_tensor() -> None:
     assert ulps(Normalize(MEAN, STD, scale=255.0)(raw_float), norm(image)).max() <= 1
 
 
+def test_raw_0_255_floats_are_said_once(caplog) -> None:
+    """``image.astype(np.float32)`` under constants in [0, 1] came out ~255 times too large
+    without a word: one line says so, once per Normalize; floats in [0, 1], an explicit
+    scale and constants in raw units say nothing."""
+    image = np.random.default_rng(12).integers(0, 256, (2, 5, 4, 3), dtype=np.uint8)
+    raw = image.astype(np.float32)
+    norm = Normalize(MEAN, STD)
+    with caplog.at_level("WARNING", logger="normstats.nn"):
+        norm(raw)
+        norm(raw)
+    top = float(raw.max())
+    assert [r.getMessage() for r in caplog.records] == [
+        f"normstats: float pixels up to {top:g} given to Normalize of constants in [0, 1]: "
+        "float input is taken as already divided (as ToTensor gives it), and these look like "
+        "raw 0-255 values; divide them first, or build the Normalize with scale=255"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="normstats.nn"):
+        Normalize(MEAN, STD)(raw / 255)
+        Normalize(MEAN, STD, scale=255.0)(raw)
+        Normalize((123.7, 116.3, 103.5), (58.4, 57.1, 57.4))(raw)
+    assert caplog.records == []
+
+
+def test_channels_first_input_is_refused_naming_the_way_out() -> None:
+    with pytest.raises(NormstatsError, match=r"got shape \(2, 3, 4, 5\): channels first\? "
+                       r"Move them last \(x.transpose\(0, 2, 3, 1\) for NCHW\), or normalize "
+                       r"\(\.\.\., C, H, W\) tensors with normstats.nn.torch.Normalize"):
+        Normalize(MEAN, STD)(np.zeros((2, 3, 4, 5), np.uint8))
+
+
 def test_grayscale_hw_and_nhw_work_and_an_ambiguous_input_is_refused() -> None:
     rng = np.random.default_rng(12)
     stack = rng.integers(0, 256, (4, 6, 5), dtype=np.uint8)
