@@ -117,8 +117,7 @@ def verify_checksums(manifest: Manifest, root: str) -> list[str]:
         if not os.path.exists(path):  # a FIFO is there: `_digest` refuses it, naming it
             extracted = _extracted_copy(manifest, root, name)
             if extracted is None:
-                raise NormstatsError(f"file of manifest {manifest.name} not found under the "
-                                     f"root {root}", path=path)
+                raise missing_file_error(manifest, root, path)
             lines.append(f"{name}: not found; its extracted copy {os.path.basename(extracted)} "
                          "is read instead (the checksum is of the compressed file, so the "
                          "image count and the references check its pixels)")
@@ -204,14 +203,48 @@ def open_manifest_source(manifest: Manifest, root: str,
     parts = []
     for path in paths:
         if not os.path.exists(path):
-            raise NormstatsError(f"file of manifest {manifest.name} not found under the root "
-                                 f"{root}", path=path)
+            raise missing_file_error(manifest, root, path)
         if (reason := not_a_dataset_path(path)) is not None:  # a FIFO: before any reader
             raise RefusedInputError(reason, path)
         parts.append(_open_one(path, spec.format, read, extra, open_source, root))
     source = parts[0] if len(parts) == 1 else ConcatSource(parts, f"{root} ({manifest.name})")
     source.skipped = tuple(source.skipped) + tuple(duplicates)
     return open_source(source, resize=given.resize, center_crop=given.center_crop)
+
+
+#: What a dataset is downloaded as, and the command that extracts it into a folder.
+_ARCHIVES = {(".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz"): "tar -xf {archive} -C {root}",
+             (".zip",): "unzip {archive} -d {root}"}
+
+
+def missing_file_error(manifest: Manifest, root: str, path: str) -> NormstatsError:
+    """The error for a listed file missing under ``root``; when ``root`` holds a
+    downloaded archive (cifar-10-python.tar.gz), it says to extract it, since the manifest
+    names the files inside.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> root = tempfile.mkdtemp(); _ = open(os.path.join(root, "cifar-10-python.tar.gz"), "wb")
+    >>> manifest = load_manifest("cifar10-train")
+    >>> print(missing_file_error(manifest, root, os.path.join(root, "data_batch_1")).reason)
+    ... # doctest: +ELLIPSIS
+    file of manifest cifar10-train not found under the root ...; the root holds the archive \
+cifar-10-python.tar.gz, and the manifest names files inside it: extract it first (tar -xf ...)
+    """
+    reason = f"file of manifest {manifest.name} not found under the root {root}"
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        names = []
+    for name in names:
+        for endings, command in _ARCHIVES.items():
+            if name.lower().endswith(endings):
+                extract = command.format(archive=os.path.join(root, name), root=root)
+                reason += (f"; the root holds the archive {name}, and the manifest names "
+                           f"files inside it: extract it first ({extract})")
+                return NormstatsError(reason, path=path)
+    return NormstatsError(reason, path=path)
 
 
 def _open_one(path: str, format: str, read: ReadOptions, extra: dict[str, Any],

@@ -409,6 +409,23 @@ def test_a_file_listed_twice_is_read_once_and_several_files_are_one_source(
     assert len(one) == 2 and tuple(one.skipped) == ()
 
 
+def test_a_root_holding_the_downloaded_archive_says_to_extract_it(tmp_path: Path) -> None:
+    """The official CIFAR-10 download is cifar-10-python.tar.gz; the manifest names the
+    batches inside it. Verify and compute said only "not found under the root"."""
+    (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"")
+    expected = (f"{tmp_path}/cifar-10-batches-py/data_batch_1: file of manifest cifar10-train "
+                f"not found under the root {tmp_path}; the root holds the archive "
+                "cifar-10-python.tar.gz, and the manifest names files inside it: extract it "
+                f"first (tar -xf {tmp_path}/cifar-10-python.tar.gz -C {tmp_path})")
+    for command in (["verify", "cifar10-train"], ["compute", "--manifest", "cifar10-train"]):
+        result = CliRunner().invoke(main, [*command, "--root", str(tmp_path)])
+        assert result.exit_code == 1 and result.output == f"normstats: error: {expected}\n"
+    (tmp_path / "cifar-10-python.tar.gz").rename(tmp_path / "cifar-10-python.zip")
+    with pytest.raises(NormstatsError, match=r"extract it first \(unzip .*cifar-10-python.zip "
+                                             rf"-d {tmp_path}\)$"):
+        open_manifest_source(load_manifest("cifar10-train"), str(tmp_path))
+
+
 def test_a_missing_file_or_a_fifo_is_refused_before_reading(tmp_path: Path) -> None:
     with pytest.raises(NormstatsError) as caught:
         open_manifest_source(_manifest(("gone",)), str(tmp_path))
