@@ -35,7 +35,8 @@ from normstats.maths.moments import FloatMoments, IntegerMoments, Moments
 __all__ = ["Skipped", "IntegerRecords", "FloatRecords", "Records", "records_from_stack",
            "impossible_rows", "MAX_RECORD_PIXELS",
            "concat_records", "default_channel_names", "cross_sums_wanted",
-           "wants_cross_sums", "without_cross_sums", "has_cross_sums"]
+           "wants_cross_sums", "without_cross_sums", "has_cross_sums", "NON_FINITE",
+           "NAN_HINT", "TOO_LARGE_REASON", "FLOAT_LIMIT"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,6 +265,10 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
 #: Float pixels beyond this magnitude would overflow float64 when their squares are summed
 #: (2**480 squared is 2**960, leaving room for sums over any image).
 FLOAT_LIMIT = 2.0**480
+#: Why an image holding NaN or infinity is skipped, and how to keep its other values.
+NON_FINITE = "contains NaN or infinite values"
+NAN_HINT = ("an image holding NaN is skipped whole; nodata=nan (--nodata nan) on a file or "
+            "numpy array, or a numpy masked array, leaves NaN values out one by one")
 TOO_LARGE_REASON = (f"float values beyond ±{FLOAT_LIMIT:.2e}: their squares overflow float64; "
                     "divide the data by a power of two first (the statistics scale with it "
                     "exactly)")

@@ -20,7 +20,7 @@ import numpy as np
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.covariance import CoMoments, co_moments_of
 from normstats.maths.exact import FIXED_BITS
-from normstats.maths.records import Skipped
+from normstats.maths.records import NAN_HINT, NON_FINITE, Skipped
 from normstats.maths.scale import default_scale, parse_scale
 from normstats.maths.summary import Summary
 from normstats.maths.variants import VARIANTS
@@ -127,6 +127,8 @@ class DatasetStats:
             if summary.skipped:
                 reason += f" ({len(summary.skipped)} skipped, e.g. {summary.skipped[0].path}: " \
                           f"{summary.skipped[0].reason})"
+                if summary.skipped[0].reason == NON_FINITE:
+                    reason += f": {NAN_HINT}"
             raise EmptyDatasetError(reason, path=source or None)
         dtype, raw_units = summary.signature[1], summary.signature[3]
         scale = float(default_scale(dtype, raw_units) if scale is None else parse_scale(scale))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from normstats.maths.records import NAN_HINT, NON_FINITE
+
 if TYPE_CHECKING:  # DatasetStats.__str__ calls render_report
     from normstats.results.stats import DatasetStats
 
@@ -144,6 +146,8 @@ def render_skipped(stats: DatasetStats) -> list[str]:
     lines += [f"  {printable(s.path)}: {s.reason}" for s in stats.skipped[:_MAX_LISTED]]
     if len(stats.skipped) > _MAX_LISTED:
         lines.append(f"  ... and {len(stats.skipped) - _MAX_LISTED} more (--json lists all)")
+    if any(s.reason == NON_FINITE for s in stats.skipped):
+        lines.append(f"  ({NAN_HINT})")
     return lines
 
 

@@ -42,6 +42,7 @@ from normstats.maths.masked import (
 )
 from normstats.maths.records import (
     FLOAT_LIMIT,
+    NON_FINITE,
     TOO_LARGE_REASON,
     Records,
     Skipped,
@@ -342,7 +343,7 @@ def _without_non_finite(stack: np.ndarray, task: ArrayTask) -> TaskResult:
     rest exact."""
     finite, small = _finite_and_small(stack.reshape(stack.shape[0], -1))
     skipped = tuple(Skipped(f"{task.name}[{task.start + i}]",
-                            "contains NaN or infinite values" if not finite[i] else
+                            NON_FINITE if not finite[i] else
                             TOO_LARGE_REASON)
                     for i in np.flatnonzero(~(finite & small)))
     finite = finite & small

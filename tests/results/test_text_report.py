@@ -132,6 +132,29 @@ def test_skips_are_listed_up_to_twenty_then_counted(count, last):
     assert render_skipped(dataclasses.replace(IMAGES, skipped=())) == []
 
 
+def test_images_skipped_for_nan_name_the_way_to_keep_their_other_values():
+    """A float array's image holding one NaN is skipped whole; the report (and the error
+    when no image is left) now says how to leave only the NaN values out."""
+    import numpy as np
+
+    import normstats
+
+    hint = ("  (an image holding NaN is skipped whole; nodata=nan (--nodata nan) on a file or "
+            "numpy array, or a numpy masked array, leaves NaN values out one by one)")
+    pixels = np.random.default_rng(4).random((6, 3, 3, 2))
+    pixels[2, 0, 0, 1] = np.nan
+    stats = normstats.compute(pixels)
+    assert render_skipped(stats) == ["skipped 1 input(s):",
+                                     "  array[2]: contains NaN or infinite values", hint]
+    assert normstats.compute(pixels, nodata=float("nan")).images == 6
+    assert hint not in render_skipped(dataclasses.replace(
+        stats, skipped=(Skipped("a.png", "truncated PNG"),)))
+    with pytest.raises(normstats.NormstatsError, match=r"e\.g\. array\[0\]: contains NaN or "
+                       r"infinite values\): an image holding NaN is skipped whole; "
+                       r"nodata=nan \(--nodata nan\)"):
+        normstats.compute(np.full((2, 3, 3, 2), np.nan))
+
+
 def test_paste_lines_round_to_six_digits_and_keep_one_channel_a_tuple():
     one = dataclasses.replace(IMAGES, channels=("L",), mean=(0.1234567,), std=(0.5,))
     assert normalize_line(one) == "torchvision.transforms.Normalize(mean=(0.123457,), std=(0.5,))"

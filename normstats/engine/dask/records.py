@@ -31,7 +31,6 @@ from normstats.engine.dask.lazy import (
     run_graph,
 )
 from normstats.engine.dask.reduce import (
-    NON_FINITE,
     Part,
     Plan,
     as_image_blocks,
@@ -42,7 +41,14 @@ from normstats.engine.dask.reduce import (
 )
 from normstats.engine.source_run import run_source
 from normstats.errors import EmptyDatasetError, InvalidOptionError
-from normstats.maths.records import FloatRecords, IntegerRecords, Records, Skipped, concat_records
+from normstats.maths.records import (
+    NON_FINITE,
+    FloatRecords,
+    IntegerRecords,
+    Records,
+    Skipped,
+    concat_records,
+)
 from normstats.maths.summary import summarize
 from normstats.results.stats import DatasetStats
 from normstats.sources import open_source

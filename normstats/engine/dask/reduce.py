@@ -39,6 +39,7 @@ import numpy as np
 from normstats.errors import InvalidOptionError
 from normstats.maths.image_moments import MAX_INTEGER_BITS
 from normstats.maths.records import (
+    NON_FINITE,
     FloatRecords,
     Records,
     Skipped,
@@ -57,7 +58,6 @@ __all__ = ["Plan", "Part", "is_dask_array", "as_image_blocks", "chunk_parts", "f
 
 #: Parts merged by one combine task along N (Dask's ``split_every``).
 FAN_IN = 8
-NON_FINITE = "contains NaN or infinite values"
 
 
 @dataclass(frozen=True)
