@@ -293,6 +293,9 @@ def reduce(rec: ImageRecords, *, scale: float | None = None,
     >>> reduce(rec[rec.keys == 1], scale=1).mean
     (1.0,)
     """
+    if not isinstance(rec, ImageRecords):  # its columns are read as records' below
+        raise InvalidOptionError(f"reduce takes records (normstats.records), not "
+                                 f"{type(rec).__name__}; normstats.compute reads any data")
     return run_graph(_records_lazy(rec, scale, channels), scheduler, workers)
 
 

@@ -88,3 +88,13 @@ def test_records_of_a_derived_images_array_name_the_skipped_files(png_folder):
     assert len(rec) == 24 and [s.path for s in rec.skipped] == [os.path.join("cat", "broken.png")]
     direct = normstats.compute(root, resize=8, center_crop=8, workers=1)
     assert numbers(normstats.reduce(rec, channels=direct.channels)) == numbers(direct)
+
+
+@pytest.mark.parametrize("data", [np.zeros((2, 3, 3, 3), np.uint8), "train"])
+def test_reduce_of_anything_but_records_is_one_line(data):
+    """reduce(array) used to raise AttributeError: 'numpy.ndarray' object has no attribute
+    'arrays', from inside the reduction."""
+    with pytest.raises(normstats.NormstatsError, match=r"^reduce takes records "
+                       r"\(normstats.records\), not (ndarray|str); normstats.compute reads any "
+                       r"data$"):
+        normstats.reduce(data)
