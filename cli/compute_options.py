@@ -68,8 +68,9 @@ read_flags = _add([
                  help="Dataset file format (idx, cifar10-bin, cifar100-bin, cifar-python, tar, "
                       "npz, parquet, arrow, image, ...; default: detected from content and name)."),
     click.option("--image-key", default=None,
-                 help="The image field of dict items, or the image column of Parquet and "
-                      "Arrow files and Hugging Face datasets that have several."),
+                 help="The image field of dict items, the image column of Parquet and "
+                      "Arrow files and Hugging Face datasets that have several, or the "
+                      "extension of the image member of tar shard samples (jpg, png)."),
     click.option("--allow-missing-chunks", is_flag=True, default=False,
                  help="Read the chunks a zarr store lacks as its fill value (and say how "
                       "many images that made) instead of refusing the store."),

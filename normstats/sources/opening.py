@@ -181,17 +181,37 @@ def _open_path(path: str, options: ReadOptions) -> Source:
     if fmt not in ("folder", "zarr", "npy"):
         from normstats.sources.detect import open_format
 
+        if fmt not in _KEYED_FORMATS:
+            _refuse_image_key(options, f"{path} ({fmt})")
         return open_format(path, fmt, policy=options.policy, layout=options.layout,
                            fail_fast=options.fail_fast, channel_names=options.channels,
-                           column=options.image_key)
+                           column=options.image_key, image_ext=options.image_key)
     if os.path.isdir(path) and not _is_zarr(path):
         source = FolderSource(path, options.policy, fail_fast=options.fail_fast)
         if len(source) == 0 and (shards := shard_folder(path, options)) is not None:
             return shards
+        _refuse_image_key(options, f"{path} (a folder of image files)")
         return source
+    _refuse_image_key(options, f"{path} (an array)")
     return ArraySource(path, layout=options.layout, channel_names=options.channels,
                        allow_missing_chunks=options.allow_missing_chunks,
                        nodata=options.nodata)
+
+
+#: The file formats whose samples hold several fields, one of them the image: a Parquet or
+#: Arrow column, a tar shard's member by its extension (WebDataset's key: jpg, png, ...).
+_KEYED_FORMATS = ("tar", "parquet", "arrow")
+
+
+def _refuse_image_key(options: ReadOptions, what: str) -> None:
+    """Refuse ``image_key`` for data whose every entry is one image: it would be ignored,
+    and an ignored option reads as if it had picked something."""
+    if options.image_key is None:
+        return
+    npz = " (an .npz array is picked as PATH.npz:NAME)" if "(npz)" in what else ""
+    raise InvalidOptionError(f"--image-key picks the image of samples that hold several "
+                             f"fields (Parquet and Arrow columns, tar members by extension, "
+                             f"dict items); {what} holds one image an entry{npz}")
 
 
 def _check_format_fits(path: str, format: str | None) -> None:
@@ -248,7 +268,8 @@ def shard_folder(path: str, options: ReadOptions) -> Source | None:
         raise NormstatsError(f"holds no regular file of its {len(tars or parquets)} shards "
                              f"({skipped[0].path}: {skipped[0].reason})", path=path)
     if tars:
-        source: Source = TarSource(shards, options.policy, options.fail_fast)
+        source: Source = TarSource(shards, options.policy, options.fail_fast,
+                                   image_ext=options.image_key)
     else:
         source = ParquetSource(shards, options.policy, options.fail_fast, options.image_key)
     source.description = f"{path} ({len(shards)} {'tar' if tars else 'Parquet'} files)"
@@ -282,9 +303,11 @@ def _open_paths(given: list[str | os.PathLike], options: ReadOptions) -> Source:
                               for kind in ("tar", "parquet", "other"))
     parts: list[Source] = []
     if images:
+        if not tars and not parquets:
+            _refuse_image_key(options, f"{describe_paths(images)} (image files)")
         parts.append(ImageFilesSource(images, policy, fail_fast))
     if tars:
-        parts.append(TarSource(tars, policy, fail_fast))
+        parts.append(TarSource(tars, policy, fail_fast, image_ext=options.image_key))
     if parquets:
         parts.append(ParquetSource(parquets, policy, fail_fast, options.image_key))
     parts += [_open_path(p, options) for p in others]

@@ -217,9 +217,11 @@ class ReadOptions:
         Dataset file format ("idx", "cifar10-bin", "tar", "npz", "parquet", ...);
         detected from content and name when None.
     image_key : str, optional
-        The image field of dict items, or the image column of Parquet and Arrow files
-        and Hugging Face datasets that have several (default: the one ``Image`` feature,
-        or found by name or type).
+        The image field of dict items, the image column of Parquet and Arrow files and
+        Hugging Face datasets that have several (default: the one ``Image`` feature, or
+        found by name or type), or the extension of the image member of tar shard samples
+        (WebDataset's key: ``jpg``, ``png``; default: the first image member). Refused for
+        data whose entries are one image each (folders, arrays, IDX, ``.npz``).
     allow_missing_chunks : bool
         Read the chunks a zarr store lacks as its fill value (and say how many images that
         made) instead of refusing the store.

@@ -104,7 +104,8 @@ def _parts(groups: dict[str, list[tuple[str, dict]]], options: ReadOptions) -> l
     if groups["image"]:
         parts.append(_image_files(groups["image"], options))
     if groups["tar"]:
-        parts.append(RemoteTarSource([u for u, _ in groups["tar"]], policy, fail_fast, storage))
+        parts.append(RemoteTarSource([u for u, _ in groups["tar"]], policy, fail_fast, storage,
+                                     options.image_key))
     if groups["parquet"]:
         parts.append(RemoteParquetSource([u for u, _ in groups["parquet"]], policy, fail_fast,
                                          options.image_key, storage))
@@ -254,7 +255,8 @@ def _open_folder(url: str, options: ReadOptions) -> Source:
                              f"({len(parquets)}); name the ones to read, e.g. "
                              f"'{url.rstrip('/')}/*.tar'", path=url)
     if tars:
-        source: Source = RemoteTarSource(tars, options.policy, options.fail_fast, storage)
+        source: Source = RemoteTarSource(tars, options.policy, options.fail_fast, storage,
+                                         options.image_key)
     elif parquets:
         source = RemoteParquetSource(parquets, options.policy, options.fail_fast,
                                      options.image_key, storage)
@@ -303,6 +305,8 @@ class RemoteTarTask:
     policy: DecodePolicy
     fail_fast: bool = False
     storage_options: dict = field(default_factory=dict, hash=False, repr=False)  # secrets
+    #: The extension of the image member of each sample (WebDataset's key), or None: any.
+    image_ext: str | None = None
 
     @property
     def size(self) -> int:
@@ -339,7 +343,7 @@ class RemoteTarTask:
                 yield None, (Skipped(self.url, failure.reason, failure.kind),)
                 return
             try:
-                shard = scan_shard(local)
+                shard = scan_shard(local, image_ext=self.image_ext)
             except NormstatsError as error:  # named by its URL, not the temporary copy
                 raise type(error)(error.reason, self.url) from None
             yield TarTask(local, shard.compressed, shard.members, self.policy,
@@ -376,8 +380,10 @@ class RemoteTarSource:
     ignored = 0
 
     def __init__(self, urls: Sequence[str], policy: DecodePolicy | None = None,
-                 fail_fast: bool = False, storage_options: dict | None = None) -> None:
+                 fail_fast: bool = False, storage_options: dict | None = None,
+                 image_ext: str | None = None) -> None:
         self.urls = tuple(urls)
+        self.image_ext = image_ext
         self.policy = policy or DecodePolicy()
         self.fail_fast = fail_fast
         self.storage_options = dict(storage_options or {})
@@ -390,8 +396,8 @@ class RemoteTarSource:
         return 0  # samples are counted as the shards are read
 
     def tasks(self, task_size: int | None = None, workers: int = 1) -> list[Task]:
-        return [RemoteTarTask(url, self.policy, self.fail_fast, self.storage_options)
-                for url in self.urls]
+        return [RemoteTarTask(url, self.policy, self.fail_fast, self.storage_options,
+                              self.image_ext) for url in self.urls]
 
 
 def _outside_reason(name: str) -> str | None:

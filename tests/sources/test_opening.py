@@ -66,3 +66,27 @@ def test_a_zarr_group_object_is_refused_naming_its_arrays(tmp_path):
     with pytest.raises(InvalidOptionError, match=r"^a zarr Group of the entries 'train', "
                                                  r"'val' is not a dataset"):
         open_source(zarr.open(tmp_path / "store.zarr", mode="r"))
+
+
+def test_an_image_key_where_each_entry_is_one_image_is_refused(tmp_path):
+    """It used to be ignored, reading as if it had picked something: an .npz's first
+    array, a folder's files."""
+    rng = np.random.default_rng(2)
+    pixels = rng.integers(0, 256, (3, 4, 4, 3), dtype=np.uint8)
+    np.save(tmp_path / "x.npy", pixels)
+    np.savez(tmp_path / "two.npz", x_train=pixels, x_test=pixels[:1])
+    (tmp_path / "photos").mkdir()
+    from PIL import Image
+
+    Image.fromarray(pixels[0]).save(tmp_path / "photos" / "a.png")
+    said = r"^--image-key picks the image of samples that hold several fields \(Parquet and " \
+           r"Arrow columns, tar members by extension, dict items\); "
+    for path, what in (("x.npy", "an array"), ("two.npz", "npz"),
+                       ("photos", "a folder of image files"), ("photos/a.png", "image")):
+        with pytest.raises(InvalidOptionError, match=said + rf".*{path} \({what}\) holds one "
+                                                          r"image an entry"):
+            normstats.compute(str(tmp_path / path), image_key="x_test")
+    with pytest.raises(InvalidOptionError, match=r"\(an \.npz array is picked as "
+                                                 r"PATH\.npz:NAME\)$"):
+        normstats.compute(str(tmp_path / "two.npz"), image_key="x_test")
+    assert normstats.compute(f"{tmp_path}/two.npz:x_test").images == 1

@@ -114,7 +114,7 @@ def scan_shard(path: str, expected: int | None = None, image_ext: str | None = N
         chosen = _image_of(group, image_ext)
         if chosen is None:
             if key not in linked:  # a link stood for its image: named already
-                skipped.append(Skipped(f"{path}:{key}", "sample has no image member"))
+                skipped.append(Skipped(f"{path}:{key}", _no_image_reason(group, image_ext)))
             continue
         # offset_data: where to seek in a plain tar; which copy to take in a stream
         members.append(Member(key, chosen.name, chosen.offset_data, chosen.size))
@@ -126,6 +126,15 @@ def scan_shard(path: str, expected: int | None = None, image_ext: str | None = N
         _check_end_blocks(path, end)
     return Shard(path, compressed, tuple(members), len(samples), tuple(skipped),
                  len(infos) - len(members))
+
+
+def _no_image_reason(group: list[tarfile.TarInfo], image_ext: str | None) -> str:
+    """Why a sample is skipped: no image member, or none of the asked extension (with the
+    extensions it holds, to pick from)."""
+    if image_ext is None:
+        return "sample has no image member"
+    held = ", ".join(sorted({_split_key(info.name)[1] for info in group}))
+    return f"sample has no {image_ext.lower()} member (--image-key; it holds {held})"
 
 
 def _image_of(group: list[tarfile.TarInfo], image_ext: str | None) -> tarfile.TarInfo | None:

@@ -266,3 +266,45 @@ def test_a_fifo_given_to_the_shard_source_is_skipped_unread(tmp_path):
     assert [(s.path, s.reason) for s in source.skipped] == [(paths[1], _FIFO_REASON)]
     failed = finishes(lambda: TarSource(paths, fail_fast=True), fifo=tmp_path / "x.tar")
     assert isinstance(failed, NormstatsError) and str(failed) == f"{paths[1]}: {_FIFO_REASON}"
+
+
+def _masked_shard(path: Path, images: list, masks: list) -> None:
+    """WebDataset samples of an image (``png``) and its mask (``seg.png``), in that order."""
+    import io
+
+    from PIL import Image
+
+    with tarfile.open(path, "w") as tar:
+        for i, (image, mask) in enumerate(zip(images, masks)):
+            for ext, pixels in (("png", image), ("seg.png", mask)):
+                buffer = io.BytesIO()
+                Image.fromarray(pixels).save(buffer, "PNG")
+                info = tarfile.TarInfo(f"{i:04d}.{ext}")
+                info.size = len(buffer.getvalue())
+                tar.addfile(info, io.BytesIO(buffer.getvalue()))
+
+
+def test_image_key_picks_the_member_of_each_sample_by_extension(tmp_path: Path) -> None:
+    """--image-key was ignored for tar shards: a shard of images and masks was the images'
+    statistics whatever the key. It is WebDataset's key, the member's extension, local
+    and behind a URL; a key no sample has names the extensions there are."""
+    import fsspec
+    import numpy as np
+    from oracle import assert_matches_oracle
+
+    rng = np.random.default_rng(8)
+    images = [rng.integers(0, 256, (5, 4, 3), dtype=np.uint8) for _ in range(4)]
+    masks = [np.repeat(rng.integers(0, 4, (5, 4, 1), dtype=np.uint8), 3, axis=2)
+             for _ in range(4)]
+    shard = tmp_path / "shard-000.tar"
+    _masked_shard(shard, images, masks)
+    assert_matches_oracle(normstats.compute(shard), images, 255)  # the first image member
+    assert_matches_oracle(normstats.compute(shard, image_key="png"), images, 255)
+    assert_matches_oracle(normstats.compute(shard, image_key="seg.png"), masks, 255)
+    assert_matches_oracle(normstats.compute(tmp_path, image_key="SEG.png"), masks, 255)
+    fsspec.filesystem("memory").pipe("/image-key/shard-000.tar", shard.read_bytes())
+    assert_matches_oracle(normstats.compute("memory://image-key/shard-000.tar",
+                                            image_key="seg.png"), masks, 255)
+    with pytest.raises(NormstatsError, match=r"0000: sample has no jpg member \(--image-key; "
+                                             r"it holds png, seg.png\)"):
+        normstats.compute(shard, image_key="jpg")
