@@ -96,12 +96,12 @@ def _open(data: Any, options: ReadOptions) -> Source | IterableSource:
         raise InvalidOptionError("storage_options are for URLs (s3://bucket/train, ...), and "
                                  "this data is not one: leave them out")
     if _is_path_list(data):
-        return _open_paths(list(data), options)
+        return _fitting(_open_paths(list(data), options), options)
     if isinstance(data, str | os.PathLike):
         path = os.fspath(data)
         if not os.path.lexists(split_member(path)[0]) and is_pattern(path):
-            return _open_paths([path], options)
-        return _open_path(path, options)
+            return _fitting(_open_paths([path], options), options)
+        return _fitting(_open_path(path, options), options)
     if isinstance(data, np.ndarray) or _is_array_like(data):
         return ArraySource(data, layout=options.layout, channel_names=options.channels,
                            allow_missing_chunks=options.allow_missing_chunks,
@@ -212,6 +212,31 @@ def _refuse_image_key(options: ReadOptions, what: str) -> None:
     raise InvalidOptionError(f"--image-key picks the image of samples that hold several "
                              f"fields (Parquet and Arrow columns, tar members by extension, "
                              f"dict items); {what} holds one image an entry{npz}")
+
+
+#: The channels a decode mode makes, where it names a count.
+_MODE_CHANNELS = {"L": 1, "RGBA": 4}
+#: Layouts no decoded image file has: channels first, or no channel axis.
+_NOT_DECODED = ("NCHW", "CHW", "NHW", "HW", "NC")
+
+
+def _fitting(source: Source, options: ReadOptions) -> Source:
+    """``source``, refused when ``mode`` or ``layout`` contradicts what it holds: both
+    would be ignored (a mode converts decoded image files, a layout describes arrays), and
+    the report would read as if they had applied (``--mode L`` on an RGB array)."""
+    wanted = _MODE_CHANNELS.get(options.mode)
+    if isinstance(source, ArraySource) and wanted is not None and source.kind == "images":
+        held = int(source.array.shape[source.layout.index("C")]) if "C" in source.layout \
+            else 1
+        if held != wanted:
+            raise InvalidOptionError(
+                f"--mode {options.mode} converts decoded image files; {source.description} "
+                f"holds {held}-channel arrays, read as stored: convert them first")
+    if getattr(source, "policy", None) is not None and options.layout in _NOT_DECODED:
+        raise InvalidOptionError(
+            f"--layout {options.layout} describes arrays; {source.description} holds image "
+            "files, each decoded to height x width x channels")
+    return source
 
 
 def _check_format_fits(path: str, format: str | None) -> None:

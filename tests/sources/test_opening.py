@@ -90,3 +90,30 @@ def test_an_image_key_where_each_entry_is_one_image_is_refused(tmp_path):
                                                  r"PATH\.npz:NAME\)$"):
         normstats.compute(str(tmp_path / "two.npz"), image_key="x_test")
     assert normstats.compute(f"{tmp_path}/two.npz:x_test").images == 1
+
+
+def test_a_mode_or_layout_that_contradicts_the_data_is_refused(tmp_path):
+    """--mode L on an RGB array and --layout NCHW on a folder of PNGs were ignored: the
+    report read as if they had applied. A mode that fits (L on one channel, keep) and a
+    layout that fits (NHWC on decoded files) still read."""
+    from PIL import Image
+
+    rng = np.random.default_rng(6)
+    pixels = rng.integers(0, 256, (3, 4, 4, 3), dtype=np.uint8)
+    np.save(tmp_path / "rgb.npy", pixels)
+    np.save(tmp_path / "gray.npy", pixels[..., 0])
+    (tmp_path / "photos").mkdir()
+    Image.fromarray(pixels[0]).save(tmp_path / "photos" / "a.png")
+    for mode in ("L", "RGBA"):
+        with pytest.raises(InvalidOptionError, match=rf"^--mode {mode} converts decoded image "
+                           r"files; .*rgb.npy holds 3-channel arrays, read as stored: convert "
+                           r"them first$"):
+            normstats.compute(str(tmp_path / "rgb.npy"), mode=mode)
+    for layout in ("NCHW", "CHW", "NHW"):
+        with pytest.raises(InvalidOptionError, match=rf"^--layout {layout} describes arrays; "
+                           r".*photos holds image files, each decoded to height x width x "
+                           r"channels$"):
+            normstats.compute(str(tmp_path / "photos"), layout=layout, cache=False)
+    assert normstats.compute(str(tmp_path / "gray.npy"), mode="L").images == 3
+    assert normstats.compute(str(tmp_path / "rgb.npy"), mode="keep").images == 3
+    assert normstats.compute(str(tmp_path / "photos"), layout="NHWC", cache=False).images == 1
