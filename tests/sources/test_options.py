@@ -96,17 +96,31 @@ def test_the_keyword_arguments_are_the_fields_of_the_object():
 
 
 def _all_options(root) -> dict:
-    """A value for every option that a folder of PNGs honours (none left at its default)."""
+    """A value for every option that a Parquet file of PNGs honours (none left at its
+    default): `_parquet_of` them."""
     return {"mode": "rgb", "layout": "NHWC", "scale": 1, "channels": "r,g,b",
             "on_error": "SKIP", "max_pixels": 10_000, "max_file_bytes": 10**6, "resize": 4,
-            "center_crop": 3, "format": "FOLDER", "image_key": "image",
+            "center_crop": 3, "format": "PARQUET", "image_key": "image",
             "allow_missing_chunks": True, "batched": False, "nodata": 7}
+
+
+def _parquet_of(folder) -> str:
+    """The PNGs of ``folder`` as a Parquet file whose samples hold an image and a label
+    (so that ``image_key`` picks one of two columns)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted(folder.rglob("*.png"))
+    cells = [{"bytes": f.read_bytes(), "path": f.name} for f in files]
+    path = folder.parent / "train.parquet"
+    pq.write_table(pa.table({"image": cells, "label": list(range(len(files)))}), path)
+    return str(path)
 
 
 def test_compute_images_and_records_take_every_option_and_agree_exactly(png_folder):
     """The same options through the three entry points give the same numbers, bit for
     bit: each option means the same in every call that reads data."""
-    root, _ = png_folder
+    root = _parquet_of(png_folder[0])
     given = _all_options(root)
     assert set(given) == set(READ_FIELDS) - {"storage_options"}  # for URLs only
     stats = normstats.compute(root, workers=1, task_size=3, **given)
