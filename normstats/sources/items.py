@@ -27,7 +27,7 @@ import numpy as np
 from normstats.errors import InvalidOptionError, UnreadableInputError
 from normstats.maths.records import default_channel_names
 from normstats.sources.decoding.pillow_pixels import decoded_channel_names, pixels_under_mode
-from normstats.sources.decoding.policy import DecodedImage
+from normstats.sources.decoding.policy import MODE_CHANNELS, DecodedImage
 
 __all__ = ["item_pixels", "batch_items", "image_layout", "IMAGE_KEYS"]
 
@@ -64,6 +64,12 @@ def item_pixels(item: Any, layout: str | None = None, mode: str = "keep",
     if pixels.dtype == object:
         raise UnreadableInputError(f"an item of type {type(item).__name__} is not an image")
     pixels = _to_hwc(pixels, layout)
+    wanted = MODE_CHANNELS.get(mode)
+    if wanted is not None and pixels.shape[2] != wanted:  # else ignored, as if converted
+        raise InvalidOptionError(
+            f"mode {mode} converts PIL images; this item is a {pixels.shape[2]}-channel "
+            f"{type(item).__name__}, read as stored: convert it in the dataset, or leave "
+            "mode out")
     return DecodedImage(pixels, default_channel_names(pixels.shape[2]))
 
 

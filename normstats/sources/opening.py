@@ -18,6 +18,7 @@ from normstats.maths.records import Skipped
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Source
 from normstats.sources.decoding.file_read import not_a_dataset_path
+from normstats.sources.decoding.policy import MODE_CHANNELS
 from normstats.sources.decoding.transforms import transformed_source
 from normstats.sources.folder import FolderSource
 from normstats.sources.labelled import unlabelled
@@ -214,8 +215,6 @@ def _refuse_image_key(options: ReadOptions, what: str) -> None:
                              f"dict items); {what} holds one image an entry{npz}")
 
 
-#: The channels a decode mode makes, where it names a count.
-_MODE_CHANNELS = {"L": 1, "RGBA": 4}
 #: Layouts no decoded image file has: channels first, or no channel axis.
 _NOT_DECODED = ("NCHW", "CHW", "NHW", "HW", "NC")
 
@@ -224,7 +223,7 @@ def _fitting(source: Source, options: ReadOptions) -> Source:
     """``source``, refused when ``mode`` or ``layout`` contradicts what it holds: both
     would be ignored (a mode converts decoded image files, a layout describes arrays), and
     the report would read as if they had applied (``--mode L`` on an RGB array)."""
-    wanted = _MODE_CHANNELS.get(options.mode)
+    wanted = MODE_CHANNELS.get(options.mode)
     if isinstance(source, ArraySource) and wanted is not None and source.kind == "images":
         held = int(source.array.shape[source.layout.index("C")]) if "C" in source.layout \
             else 1

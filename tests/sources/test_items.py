@@ -82,3 +82,23 @@ def test_a_path_as_an_item_is_refused_pointing_at_a_list_of_paths(item):
                        match=r"^a (str|bytes|PosixPath) \(.*cat\.png.*\) is not an image: .*"
                              r"compute\(sorted\(paths\)\)$"):
         item_pixels(item)
+
+
+def test_a_mode_that_contradicts_an_array_item_stops_the_run(rng):
+    """mode="L" converts PIL items; an RGB array or tensor item used to be read as stored
+    without a word, as if converted. It stops the run naming the item; PIL items convert,
+    and items that already hold the mode's channels read."""
+    from PIL import Image
+
+    pixels = [rng.integers(0, 256, (6, 5, 3), dtype=np.uint8) for _ in range(4)]
+    for items in (pixels, [torch.from_numpy(p).permute(2, 0, 1) for p in pixels],
+                  [(p, 0) for p in pixels]):
+        with pytest.raises(normstats.InvalidOptionError, match=r"^item 0: mode L converts PIL "
+                           r"images; this item is a 3-channel (ndarray|Tensor), read as "
+                           r"stored: convert it in the dataset, or leave mode out$"):
+            normstats.compute(items, mode="L")
+    gray = normstats.compute([Image.fromarray(p) for p in pixels], mode="L")
+    assert gray.channels == ("L",) and gray.images == 4
+    assert normstats.compute([p[..., 0] for p in pixels], mode="L").images == 4
+    kept, plain = normstats.compute(pixels, mode="keep"), normstats.compute(pixels)
+    assert (kept.mean, kept.std) == (plain.mean, plain.std)

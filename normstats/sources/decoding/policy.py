@@ -28,9 +28,12 @@ from normstats.sources.decoding.transforms import check_transform_sizes, parse_s
 __all__ = ["DecodePolicy", "policy_of", "parse_mode", "parse_limit", "parse_nodata",
            "DecodedImage", "Scratch",
            "OutputBuffer", "MODES", "ALLOWED_FORMATS", "IMAGE_EXTENSIONS", "DEFAULT_MAX_PIXELS",
-           "NATIVE_NAMES", "channel_names_for"]
+           "NATIVE_NAMES", "channel_names_for", "MODE_CHANNELS"]
 
 MODES = ("RGB", "L", "RGBA", "keep")
+#: The channels a mode makes, where it names a count other than the default RGB's: data
+#: that is not decoded (arrays, tensors) and holds another count contradicts it.
+MODE_CHANNELS = {"L": 1, "RGBA": 4}
 ALLOWED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP", "GIF", "PPM")
 #: Pillow's own default limit (its ``Image.MAX_IMAGE_PIXELS`` as it ships, a test checks),
 #: used unless ``--max-pixels`` says otherwise: written out, so that a run that decodes
