@@ -272,7 +272,8 @@ def render_export(stats: Any, to: str, variant: str, bgr: bool, note: str = "") 
         # JSON holds no comment and every key of it survives save_pretrained: what the
         # numbers are goes to stderr instead
         header = constants(stats, variant, bgr).header(f"pixels divided by {stats.scale:g}")
-        said = filter(None, [note, header.removeprefix("# normstats: ")])
-        click.echo("\n".join(f"normstats: {line}" for line in said), err=True)
+        said = [note] + [line.removeprefix("# normstats: ").removeprefix("# ")
+                         for line in header.splitlines()]
+        click.echo("\n".join(f"normstats: {line}" for line in said if line), err=True)
         return text
     return f"# {note}\n{text}" if note else text

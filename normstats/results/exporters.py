@@ -90,9 +90,14 @@ class Constants:
         return tuple(v * self.scale for v in values)
 
     def header(self, units: str) -> str:
-        """The comment line every Python export starts with."""
+        """The comment line every Python export starts with (and a second one naming the
+        constant channels, whose std 0 the export's Normalize divides by)."""
+        from normstats.results.text_report import constant_channels_note
+
+        note = constant_channels_note(self.channels, self.std)
         return (f"# normstats: {self.source or 'dataset'}; std variant {self.variant!r} "
-                f"({VARIANTS[self.variant]}); channel order {', '.join(self.channels)}; {units}")
+                f"({VARIANTS[self.variant]}); channel order {', '.join(self.channels)}; {units}"
+                + (f"\n# {note}" if note else ""))
 
 
 def constants(stats: DatasetStats, variant: str = "std", bgr: bool = False) -> Constants:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from normstats.maths.records import NAN_HINT, NON_FINITE
-
 if TYPE_CHECKING:  # DatasetStats.__str__ calls render_report
     from normstats.results.stats import DatasetStats
 
-__all__ = ["render_report", "normalize_line", "printable", "STD_EXPLANATION", "render_covariance"]
+__all__ = ["render_report", "normalize_line", "printable", "STD_EXPLANATION", "render_covariance",
+           "constant_channels_note"]
 
 STD_EXPLANATION = (
     "pooled std = spread of every pixel around the dataset mean (the constant for Normalize); "
@@ -57,6 +56,25 @@ def normalize_line(stats: DatasetStats, variant: str = "std", digits: int = 6) -
 
     return (f"torchvision.transforms.Normalize(mean={fmt(stats.mean)}, "
             f"std={fmt(stats.variant(variant))})")
+
+
+def constant_channels_note(channels: tuple[str, ...], stds: tuple[float, ...]) -> str:
+    """Words on the channels whose std is 0 (an opaque alpha channel, a band of one
+    value), which a Normalize would divide by; "" when there are none.
+
+    Examples
+    --------
+    >>> constant_channels_note(("R", "A"), (0.25, 0.0))
+    'channel A is constant (std 0), which Normalize divides by: drop it, or give it std 1'
+    """
+    constant = [name for name, std in zip(channels, stds) if std == 0]
+    if not constant:
+        return ""
+    named = ", ".join(constant)
+    return (f"channel{'s' if len(constant) > 1 else ''} {named} "
+            f"{'are' if len(constant) > 1 else 'is'} constant (std 0), which Normalize divides "
+            f"by: drop {'them' if len(constant) > 1 else 'it'}, or give "
+            f"{'them' if len(constant) > 1 else 'it'} std 1")
 
 
 def scaler_line(stats: DatasetStats, digits: int = 6) -> str:
@@ -142,6 +160,9 @@ def render_skipped(stats: DatasetStats) -> list[str]:
     """Lines naming the skipped inputs (the first few, then a count)."""
     if not stats.skipped:
         return []
+    # here, not at the top: the command line loads this module before numpy (--help)
+    from normstats.maths.records import NAN_HINT, NON_FINITE
+
     lines = [f"skipped {len(stats.skipped)} input(s):"]
     lines += [f"  {printable(s.path)}: {s.reason}" for s in stats.skipped[:_MAX_LISTED]]
     if len(stats.skipped) > _MAX_LISTED:
@@ -163,6 +184,8 @@ def render_report(stats: DatasetStats, variant: str = "std") -> str:
                          "'values' counts what each feature kept)")
     else:
         lines.append(normalize_line(stats, variant))
+        if note := constant_channels_note(stats.channels, stats.variant(variant)):
+            lines.append(f"({note})")
     skipped = render_skipped(stats)
     return "\n".join(lines + ([""] + skipped if skipped else []))
 

@@ -188,3 +188,17 @@ def test_the_command_collects_garbage_less_often_than_a_library_caller(tmp_path)
     result = CliRunner().invoke(main, ["compute", str(tmp_path / "x.npy")])
     assert result.exit_code == 0, result.output
     assert gc.get_threshold() == threshold
+
+
+def test_the_command_line_loads_no_numpy_before_a_command_runs():
+    """`normstats --help` stays instant, the walk of a folder is forked before numpy loads
+    (`normstats.sources.walk_ahead`) and numpy's BLAS is told its threads first: all need
+    the command line's own modules to load without numpy. A report module once imported
+    the records' module at its top for two strings, and numpy came with it."""
+    import subprocess
+    import sys
+
+    code = "import sys, normstats_cli; print(sorted({'numpy', 'PIL'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout
+    assert out.strip() == "[]"

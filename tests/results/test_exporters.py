@@ -309,3 +309,25 @@ def test_kwargs_refuse_what_the_code_refuses():
         STATS.to_kwargs("caffe")
     assert STATS.to_kwargs("mmcv", bgr=True) == {
         "mean": [31.875, 63.75, 127.5], "std": [15.9375, 127.5, 63.75], "to_rgb": False}
+
+
+def test_a_constant_channel_is_named_where_its_std_0_would_be_divided_by(tmp_path):
+    """Opaque RGBA images have an alpha channel of std 0: the paste line and every export
+    divided by it without a word (torchvision refuses it when called, others give NaN).
+    The numbers stay what they are; a line under the paste line and one under each
+    export's header say which channel and what to do."""
+    from PIL import Image
+
+    rng = np.random.default_rng(9)
+    for i in range(3):
+        rgb = rng.integers(0, 256, (4, 4, 3), dtype=np.uint8)
+        Image.fromarray(np.dstack([rgb, np.full((4, 4), 255, np.uint8)])).save(
+            tmp_path / f"{i}.png")
+    stats = normstats.compute(tmp_path, mode="RGBA", cache=False)
+    assert stats.std[3] == 0.0 and stats.channels[3] == "A"
+    note = "channel A is constant (std 0), which Normalize divides by: drop it, or give it std 1"
+    assert f"({note})" in str(stats).split("\n")
+    for fmt in ("torchvision", "timm", "albumentations", "keras", "mmcv", "detectron2",
+                "torchgeo", "kornia"):
+        assert stats.to(fmt).split("\n")[1] == f"# {note}", fmt
+    assert "# channel" not in normstats.compute(tmp_path, cache=False).to("torchvision")

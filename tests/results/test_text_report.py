@@ -53,6 +53,7 @@ def test_an_image_report_in_full():
         STD_EXPLANATION,
         "",
         "torchvision.transforms.Normalize(mean=(0.5, 0.25, 0.123457), std=(0.25, 0.0, 0.0625))",
+        "(channel G is constant (std 0), which Normalize divides by: drop it, or give it std 1)",
         "",
         "skipped 1 input(s):",
         "  a\\nb.png: truncated PNG",
@@ -64,8 +65,10 @@ def test_the_paste_line_follows_the_variant_and_nothing_is_skipped():
     lines = render_report(stats, "per_image_std_ddof1").split("\n")
     assert lines[:2] == ["normstats: raw",
                          "  1,234 images, 5,678,901 pixels per channel, uint8, scale 1, mode RGB"]
-    assert lines[-1] == ("torchvision.transforms.Normalize(mean=(0.5, 0.25, 0.123457), "
-                         "std=(0.21, 0.0, 0.06))")
+    assert lines[-2:] == [("torchvision.transforms.Normalize(mean=(0.5, 0.25, 0.123457), "
+                           "std=(0.21, 0.0, 0.06))"),
+                          "(channel G is constant (std 0), which Normalize divides by: drop "
+                          "it, or give it std 1)"]
 
 
 def test_the_cache_lines_say_what_was_cached_decoded_and_replaced():
