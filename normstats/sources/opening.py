@@ -183,7 +183,8 @@ def _open_path(path: str, options: ReadOptions) -> Source:
         from normstats.sources.detect import open_format
 
         if fmt not in _KEYED_FORMATS:
-            _refuse_image_key(options, f"{path} ({fmt})")
+            _refuse_image_key(options, f"{path} ({fmt})", " (an .npz array is picked as "
+                              "PATH.npz:NAME)" if fmt == "npz" else "")
         return open_format(path, fmt, policy=options.policy, layout=options.layout,
                            fail_fast=options.fail_fast, channel_names=options.channels,
                            column=options.image_key, image_ext=options.image_key)
@@ -204,15 +205,15 @@ def _open_path(path: str, options: ReadOptions) -> Source:
 _KEYED_FORMATS = ("tar", "parquet", "arrow")
 
 
-def _refuse_image_key(options: ReadOptions, what: str) -> None:
-    """Refuse ``image_key`` for data whose every entry is one image: it would be ignored,
-    and an ignored option reads as if it had picked something."""
+def _refuse_image_key(options: ReadOptions, what: str, instead: str = "") -> None:
+    """Refuse ``image_key`` for data whose every entry is one image (``what``, and what to
+    do ``instead``): it would be ignored, and an ignored option reads as if it had picked
+    something."""
     if options.image_key is None:
         return
-    npz = " (an .npz array is picked as PATH.npz:NAME)" if "(npz)" in what else ""
     raise InvalidOptionError(f"--image-key picks the image of samples that hold several "
                              f"fields (Parquet and Arrow columns, tar members by extension, "
-                             f"dict items); {what} holds one image an entry{npz}")
+                             f"dict items); {what} holds one image an entry{instead}")
 
 
 #: Layouts no decoded image file has: channels first, or no channel axis.
