@@ -16,8 +16,9 @@ read as datasets reads it (the dataset object names its own files: an ``imagefol
 dataset holds the absolute paths of the user's images). Items are read one by one only
 where they are not the table's images: a dataset with a transform (``with_transform``)
 gives what its transform makes, and one without an image column but with pixel arrays
-(``pixel_values``) gives arrays. A ``DatasetDict`` is refused with its splits named, and
-an ``IterableDataset`` is an iterable like any other.
+(``pixel_values``) gives arrays. A fixed-shape array column (``Array3D``) is read from the
+table whole, with the dtype its feature declares (`_array_column`). A ``DatasetDict`` is
+refused with its splits named, and an ``IterableDataset`` is an iterable like any other.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 
 from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.maths.records import Skipped
+from normstats.sources.arrays import ArraySource
 from normstats.sources.arrow import ArrowTask, choose_column, rows_per_task
 from normstats.sources.base import Task, split_evenly
 from normstats.sources.decoding.decode import DecodePolicy, channel_names_for
@@ -54,7 +56,7 @@ def _datasets_class(data: Any) -> str | None:
     return None
 
 
-def hf_source(data: Any, options: ReadOptions) -> HFDatasetSource | None:
+def hf_source(data: Any, options: ReadOptions) -> HFDatasetSource | ArraySource | None:
     """The source of a Hugging Face ``Dataset`` read through its Arrow table; None for
     anything else and for datasets whose items are to be read one by one (see the
     module's docstring). A ``DatasetDict`` is refused with its splits named.
@@ -73,10 +75,52 @@ def hf_source(data: Any, options: ReadOptions) -> HFDatasetSource | None:
                                  f"to compute, e.g. {example}")
     if kind != "Dataset" or data.format.get("type") == "custom":
         return None  # an iterable, or a transform that makes the items: read them
+    if (pixels := _array_column(data, options)) is not None:
+        return pixels
     column = _image_column(data, options)
     if column is None:
         return None
     return HFDatasetSource(data, *column, options.policy, options.fail_fast)
+
+
+#: datasets' fixed-shape array features, the usual column of preprocessed pixels.
+_ARRAY_FEATURES = ("Array2D", "Array3D", "Array4D", "Array5D")
+
+
+def _array_column(dataset: Any, options: ReadOptions) -> ArraySource | None:
+    """The source of a fixed-shape array column of pixels (``Array3D((32, 32, 3),
+    "uint8")``, under ``image_key`` or a usual name), read from the Arrow table with the
+    dtype its feature declares; None for any other column.
+
+    Its items would come as Python lists (and numpy or torch formats give int64), so the
+    uint8 pixels the table holds would be refused as 64-bit integers. The dataset's rows,
+    in its order, are read into memory.
+    """
+    features = dataset.features.to_dict()
+    names = [options.image_key] if options.image_key is not None else \
+        [key for key in IMAGE_KEYS if key in features]
+    feature = features.get(names[0]) if names else None
+    if not isinstance(feature, dict) or feature.get("_type") not in _ARRAY_FEATURES or \
+            None in feature.get("shape", (None,)):
+        return None
+    name, shape, dtype = names[0], tuple(feature["shape"]), np.dtype(feature["dtype"])
+    where = f"Hugging Face Dataset column {name!r} ({len(dataset):,} rows, {feature['_type']})"
+    column = dataset.with_format("arrow")[:].column(name)  # its rows, in its order
+    if column.null_count:
+        raise NormstatsError(f"{column.null_count:,} rows have no value: filter them out "
+                             "first (dataset.filter)", path=where)
+    parts = []
+    for chunk in column.chunks:
+        values = getattr(chunk, "storage", chunk)  # the extension type's nested lists
+        for _ in shape:
+            values = values.flatten()
+        parts.append(values.to_numpy(zero_copy_only=False))
+    flat = np.concatenate(parts) if parts else np.empty(0, dtype)
+    pixels = flat.astype(dtype, copy=False).reshape(len(column), *shape)
+    source = ArraySource(pixels, layout=options.layout, channel_names=options.channels,
+                         nodata=options.nodata)
+    source.description = where
+    return source
 
 
 def _image_column(dataset: Any, options: ReadOptions) -> tuple[str, str] | None:

@@ -227,3 +227,27 @@ def test_tasks_carry_file_names_or_their_own_rows_never_the_whole_table(tmp_path
             carried = [png for png in encoded if png in shipped]
             assert carried == ([] if name == "memory-mapped" else
                                [png for png in encoded if png in own]), name
+
+
+def test_a_fixed_shape_array_column_is_read_with_its_declared_dtype():
+    """Array3D((H, W, 3), "uint8") is how preprocessed pixels are stored; its items come
+    as Python lists, and the numpy and torch formats give int64, so every form was refused
+    as 64-bit integers. The column is read from the table with its declared dtype: the
+    oracle's numbers, in every format, after select (rows in the dataset's order), and
+    under image_key for another name."""
+    pictures = [p[:5, :6] for p in PICTURES]  # one size, as a fixed shape holds them
+    features = Features({"image": datasets.Array3D((5, 6, 3), "uint8"),
+                         "label": Value("int64")})
+    table = Dataset.from_dict({"image": [p.tolist() for p in pictures],
+                               "label": list(range(len(pictures)))}, features=features)
+    expected = oracle.integer_mean_std(pictures, 255)[0]
+    for form in (table, table.with_format("numpy"), table.with_format("torch")):
+        stats = normstats.compute(form)
+        assert list(stats.mean) == expected and stats.dtype == "uint8"
+        assert stats.source == f"Hugging Face Dataset column 'image' ({len(pictures)} rows, " \
+                               "Array3D)"
+    chosen = table.select([7, 2, 5])
+    assert list(normstats.compute(chosen).mean) == \
+        oracle.integer_mean_std([pictures[i] for i in (7, 2, 5)], 255)[0]
+    renamed = table.rename_column("image", "frames")
+    assert list(normstats.compute(renamed, image_key="frames").mean) == expected
