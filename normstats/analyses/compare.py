@@ -298,23 +298,23 @@ def _verdict(entries: list[Compared]) -> list[str]:
     and one on each dataset whose channels cannot share the first one's constants."""
     a = entries[0].name
     first = entries[0].stats.channels
-    unpaired = ["", *(f"{e.name} has {_channels(e.stats.channels)} and {a} "
-                      f"{_channels(first)}: one set of constants cannot serve both; "
-                      + _shared(first, e.stats.channels) for e in entries[1:]
-                      if len(e.stats.channels) != len(first))]
+    unpaired = [f"{e.name} has {_channels(e.stats.channels)} and {a} {_channels(first)}: one "
+                f"set of constants cannot serve both; {_shared(first, e.stats.channels)}"
+                for e in entries[1:] if len(e.stats.channels) != len(first)]
     rows = [r for r in difference_rows(entries) if r["b_mean_under_a"] is not None]
-    if not rows:
-        return unpaired if len(unpaired) > 1 else []
-    worst = max(rows, key=lambda r: abs(r["b_mean_under_a"]))
-    close = abs(worst["b_mean_under_a"]) < 0.1 and abs(worst["b_std_under_a"] - 1) < 0.1
-    channel = worst["b_channel"] + ("" if worst["b_channel"] == worst["channel"] else
-                                    f" ({a}'s {worst['channel']})")
-    return ["", f"Using {a}'s constants on {worst['b']} leaves its channel {channel} "
-                f"at mean {worst['b_mean_under_a']:+.3f} and std {worst['b_std_under_a']:.3f} "
-                "instead of 0 and 1: " + ("close enough to share one set of constants."
-                                         if close else
-                                         "compute constants for the data the model will see.")
-            ] + unpaired[1:]
+    sentences = []
+    if rows:
+        worst = max(rows, key=lambda r: abs(r["b_mean_under_a"]))
+        close = abs(worst["b_mean_under_a"]) < 0.1 and abs(worst["b_std_under_a"] - 1) < 0.1
+        channel = worst["b_channel"] + ("" if worst["b_channel"] == worst["channel"] else
+                                        f" ({a}'s {worst['channel']})")
+        sentences.append(
+            f"Using {a}'s constants on {worst['b']} leaves its channel {channel} at mean "
+            f"{worst['b_mean_under_a']:+.3f} and std {worst['b_std_under_a']:.3f} instead of "
+            "0 and 1: " + ("close enough to share one set of constants." if close else
+                           "compute constants for the data the model will see."))
+    sentences += unpaired
+    return ["", *sentences] if sentences else []
 
 
 def _channels(names: Sequence[str]) -> str:

@@ -70,11 +70,10 @@ def constant_channels_note(channels: tuple[str, ...], stds: tuple[float, ...]) -
     constant = [name for name, std in zip(channels, stds) if std == 0]
     if not constant:
         return ""
-    named = ", ".join(constant)
-    return (f"channel{'s' if len(constant) > 1 else ''} {named} "
-            f"{'are' if len(constant) > 1 else 'is'} constant (std 0), which Normalize divides "
-            f"by: drop {'them' if len(constant) > 1 else 'it'}, or give "
-            f"{'them' if len(constant) > 1 else 'it'} std 1")
+    channel, are, them = ("channels", "are", "them") if len(constant) > 1 else \
+        ("channel", "is", "it")
+    return (f"{channel} {', '.join(constant)} {are} constant (std 0), which Normalize divides "
+            f"by: drop {them}, or give {them} std 1")
 
 
 def scaler_line(stats: DatasetStats, digits: int = 6) -> str:
