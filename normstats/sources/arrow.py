@@ -31,7 +31,13 @@ from normstats.sources.base import Task, default_task_size, split_evenly
 from normstats.sources.confined import outside_reason
 from normstats.sources.decoding.decode import DecodePolicy, channel_names_for
 from normstats.sources.decoding.file_read import open_regular
-from normstats.sources.parquet import CellReader, CellTask, _pyarrow, image_column
+from normstats.sources.parquet import (
+    CellReader,
+    CellTask,
+    _pyarrow,
+    dataset_features,
+    image_column,
+)
 
 __all__ = ["ArrowTask", "ArrowFile", "ArrowFileSource", "choose_column", "rows_per_task",
            "saved_dataset", "ARROW_EXTENSIONS"]
@@ -189,16 +195,6 @@ def _mapped(path: str, size: int, mtime_ns: int) -> Any:
         raise NormstatsError(f"not a readable Arrow file ({error})", path=path) from None
 
 
-def _features(schema: Any) -> dict[str, Any]:
-    """The features datasets wrote in the schema's metadata (none when absent or unreadable)."""
-    raw = (schema.metadata or {}).get(b"huggingface")
-    try:
-        features = json.loads(raw)["info"]["features"] if raw else {}
-    except (ValueError, KeyError, TypeError):
-        return {}
-    return features if isinstance(features, dict) else {}
-
-
 class ArrowFileSource:
     """The images of one or more Arrow files, read in runs of rows.
 
@@ -251,7 +247,7 @@ class ArrowFileSource:
     def _layout(self, path: str, column: str | None) -> tuple[str, str, str, int, int]:
         """``path``, its image column and kind, its rows and the column's bytes."""
         table = ArrowFile(path).table()
-        name, kind = choose_column(table.schema, _features(table.schema), path, column,
+        name, kind = choose_column(table.schema, dataset_features(table.schema), path, column,
                                    self.policy.mode)
         return path, name, kind, table.num_rows, table.column(name).nbytes
 

@@ -35,9 +35,9 @@ from normstats.sources.arrow import ArrowTask, choose_column, rows_per_task
 from normstats.sources.base import Task, split_evenly
 from normstats.sources.decoding.decode import DecodePolicy, channel_names_for
 from normstats.sources.items import IMAGE_KEYS
-from normstats.sources.mapped import Shipped
+from normstats.sources.mapped import MappedSource, Shipped
 from normstats.sources.options import ReadOptions
-from normstats.sources.parquet import CellReader, column_kind
+from normstats.sources.parquet import ARRAY_FEATURES, CellReader, column_kind
 
 __all__ = ["HFDatasetSource", "hf_source"]
 
@@ -83,44 +83,64 @@ def hf_source(data: Any, options: ReadOptions) -> HFDatasetSource | ArraySource 
     return HFDatasetSource(data, *column, options.policy, options.fail_fast)
 
 
-#: datasets' fixed-shape array features, the usual column of preprocessed pixels.
-_ARRAY_FEATURES = ("Array2D", "Array3D", "Array4D", "Array5D")
-
-
-def _array_column(dataset: Any, options: ReadOptions) -> ArraySource | None:
-    """The source of a fixed-shape array column of pixels (``Array3D((32, 32, 3),
-    "uint8")``, under ``image_key`` or a usual name), read from the Arrow table with the
-    dtype its feature declares; None for any other column.
+def _array_column(dataset: Any, options: ReadOptions) -> ArraySource | MappedSource | None:
+    """The source of an array column of pixels (``Array3D((32, 32, 3), "uint8")``, or
+    ``(None, 32, 3)`` for images of several heights; under ``image_key`` or a usual name),
+    read from the Arrow table with the dtype its feature declares; None for any other
+    column.
 
     Its items would come as Python lists (and numpy or torch formats give int64), so the
     uint8 pixels the table holds would be refused as 64-bit integers. The dataset's rows,
-    in its order, are read into memory.
+    in its order, are read into memory: one array of a fixed shape, or one array a row
+    (datasets lets only the first axis vary).
     """
     features = dataset.features.to_dict()
     names = [options.image_key] if options.image_key is not None else \
         [key for key in IMAGE_KEYS if key in features]
     feature = features.get(names[0]) if names else None
-    if not isinstance(feature, dict) or feature.get("_type") not in _ARRAY_FEATURES or \
-            None in feature.get("shape", (None,)):
+    if not isinstance(feature, dict) or feature.get("_type") not in ARRAY_FEATURES or \
+            None in feature.get("shape", (None,))[1:]:
         return None
     name, shape, dtype = names[0], tuple(feature["shape"]), np.dtype(feature["dtype"])
-    where = f"Hugging Face Dataset column {name!r} ({len(dataset):,} rows, {feature['_type']})"
+    where = f"Hugging Face Dataset column {name!r} ({len(dataset):,} rows, {feature['_type']}" \
+            f"{' of rows of several heights' if shape[0] is None else ''})"
     column = dataset.with_format("arrow")[:].column(name)  # its rows, in its order
     if column.null_count:
         raise NormstatsError(f"{column.null_count:,} rows have no value: filter them out "
                              "first (dataset.filter)", path=where)
-    parts = []
+    parts, heights = [], []
     for chunk in column.chunks:
         values = getattr(chunk, "storage", chunk)  # the extension type's nested lists
+        if shape[0] is None:
+            heights.append(values.value_lengths().to_numpy(zero_copy_only=False))
         for _ in shape:
             values = values.flatten()
         parts.append(values.to_numpy(zero_copy_only=False))
-    flat = np.concatenate(parts) if parts else np.empty(0, dtype)
-    pixels = flat.astype(dtype, copy=False).reshape(len(column), *shape)
-    source = ArraySource(pixels, layout=options.layout, channel_names=options.channels,
-                         nodata=options.nodata)
+    flat = (np.concatenate(parts) if parts else np.empty(0, dtype)).astype(dtype, copy=False)
+    if shape[0] is not None:
+        source = ArraySource(flat.reshape(len(column), *shape), layout=options.layout,
+                             channel_names=options.channels, nodata=options.nodata)
+    else:
+        source = MappedSource(_rows(flat, np.concatenate(heights) if heights else
+                                    np.empty(0, np.int64), shape[1:], where),
+                              mode=options.mode, layout=options.layout,
+                              fail_fast=options.fail_fast)
     source.description = where
     return source
+
+
+def _rows(flat: np.ndarray, heights: np.ndarray, row_shape: tuple[int, ...],
+          where: str) -> list[np.ndarray]:
+    """``flat``'s pixels cut into one array of ``(height, *row_shape)`` a row: every row
+    checked to hold whole rows of the declared shape before one is cut."""
+    row_values = int(np.prod(row_shape))
+    if int(heights.sum()) * row_values != flat.size:
+        raise NormstatsError(f"its rows hold {flat.size:,} values, not the "
+                             f"{int(heights.sum()) * row_values:,} that their heights and "
+                             f"the declared shape {row_shape} make", path=where)
+    ends = np.cumsum(heights * row_values)
+    return [flat[end - height * row_values:end].reshape(int(height), *row_shape)
+            for end, height in zip(ends, heights)]
 
 
 def _image_column(dataset: Any, options: ReadOptions) -> tuple[str, str] | None:

@@ -153,7 +153,9 @@ class MappedSource:
     def __init__(self, dataset: Any, *, mode: str = "RGB", layout: str | None = None,
                  image_key: str | None = None, fail_fast: bool = False) -> None:
         self.count = len(dataset)
-        self.mode, self.layout, self.image_key = mode, layout, image_key
+        self.pil_mode, self.layout, self.image_key = mode, layout, image_key
+        # what the report says: the mode converts PIL items only, arrays are read as they are
+        self.mode = "map-style" if mode == "keep" else f"map-style, PIL images as {mode}"
         self.fail_fast = fail_fast
         payload, why = _pickled(dataset)
         self.shipped = Shipped(dataset, payload)
@@ -170,8 +172,8 @@ class MappedSource:
 
     def tasks(self, task_size: int | None = None, workers: int = 1) -> list[MappedTask]:
         size = task_size or default_task_size(self.count, workers, _TASK_ITEMS)
-        return [MappedTask(self.shipped, start, stop, self.mode, self.layout, self.image_key,
-                           self.fail_fast)
+        return [MappedTask(self.shipped, start, stop, self.pil_mode, self.layout,
+                           self.image_key, self.fail_fast)
                 for start, stop in split_evenly(self.count, size)]
 
 

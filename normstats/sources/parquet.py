@@ -14,6 +14,7 @@ pyarrow is an optional dependency (``pip install 'normstats[parquet]'``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from normstats.sources.decoding.decode import (
 )
 from normstats.sources.decoding.file_read import open_regular, too_large_reason
 from normstats.sources.folder import DecodingTask
+from normstats.sources.items import IMAGE_KEYS
 
 __all__ = ["ParquetSource", "ParquetTask", "PARQUET_EXTENSIONS", "CellReader", "CellTask",
            "image_column", "column_kind"]
@@ -95,7 +97,8 @@ def image_column(schema: Any, path: str, column: str | None) -> tuple[str, str]:
         kind = column_kind(schema.field(column).type)
         if kind is None:
             raise InvalidOptionError(f"{path}: column {column!r} ({schema.field(column).type}) "
-                                     "holds no images (bytes, a path, or a struct of them)")
+                                     "holds no images (bytes, a path, or a struct of them)"
+                                     f"{_pixel_arrays_hint(schema, [column])}")
         return column, kind
     candidates = [(n, k) for n in schema.names
                   if (k := column_kind(schema.field(n).type)) in ("struct", "bytes")]
@@ -107,10 +110,48 @@ def image_column(schema: Any, path: str, column: str | None) -> tuple[str, str]:
         return candidates[0]
     if not candidates:
         raise NormstatsError("no image column (encoded bytes, an image path, or a struct of "
-                             f"bytes and path); the columns are {', '.join(schema.names)}",
-                             path=path)
+                             f"bytes and path); the columns are {', '.join(schema.names)}"
+                             f"{_pixel_arrays_hint(schema, schema.names)}", path=path)
     raise NormstatsError(f"several image columns ({', '.join(n for n, _ in candidates)}); "
                          "choose one with --image-key (image_key=)", path=path)
+
+
+def dataset_features(schema: Any) -> dict[str, Any]:
+    """The features Hugging Face datasets wrote in a table's schema metadata (none when
+    absent or unreadable).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> dataset_features(pa.schema([("x", pa.int64())]))
+    {}
+    """
+    raw = (schema.metadata or {}).get(b"huggingface")
+    try:
+        features = json.loads(raw)["info"]["features"] if raw else {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return features if isinstance(features, dict) else {}
+
+
+#: datasets' array features, the usual column of preprocessed pixels.
+ARRAY_FEATURES = ("Array2D", "Array3D", "Array4D", "Array5D")
+
+
+def _pixel_arrays_hint(schema: Any, names: list[str]) -> str:
+    """What to do when one of the columns ``names`` holds pixel arrays (an ``Array3D``
+    feature, say), which the file readers leave to the datasets library; else ''."""
+    features = dataset_features(schema)
+    for name in names:
+        feature = features.get(name)
+        if isinstance(feature, dict) and feature.get("_type") in ARRAY_FEATURES:
+            shape = tuple(feature.get("shape") or ())
+            key = "" if name in IMAGE_KEYS else f", image_key={name!r}"
+            return (f"; column {name!r} holds pixel arrays ({feature['_type']} of shape "
+                    f"{shape}, {feature.get('dtype')}), which normstats reads from the "
+                    "dataset object, not from its files: in Python, load it with datasets "
+                    f"(load_from_disk, load_dataset) and pass it, normstats.compute(dataset{key})")
+    return ""
 
 
 def _layout(pq: Any, path: str, column: str | None) -> tuple[str, str, str, list[int]]:

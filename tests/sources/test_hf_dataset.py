@@ -251,3 +251,44 @@ def test_a_fixed_shape_array_column_is_read_with_its_declared_dtype():
         oracle.integer_mean_std([pictures[i] for i in (7, 2, 5)], 255)[0]
     renamed = table.rename_column("image", "frames")
     assert list(normstats.compute(renamed, image_key="frames").mean) == expected
+
+
+def test_a_variable_height_array_column_is_read_with_its_declared_dtype():
+    """Array3D((None, W, 3), "uint8") holds images of several heights; datasets gives its
+    items as int64 in every format, so they were refused as 64-bit integers. Each row is
+    read from the table with the declared dtype and its own height: the oracle's numbers,
+    after select too (rows in the dataset's order, each once)."""
+    pictures = [p[:, :6] for p in PICTURES]  # heights 5, 6 and 7: only the first axis varies
+    features = Features({"image": datasets.Array3D((None, 6, 3), "uint8")})
+    table = Dataset.from_dict({"image": [p.tolist() for p in pictures]}, features=features)
+    for form in (table, table.with_format("numpy"), table.with_format("torch")):
+        stats = normstats.compute(form)
+        assert (list(stats.mean), list(stats.std)) == oracle.integer_mean_std(pictures, 255)
+        assert stats.dtype == "uint8" and stats.images == len(pictures)
+        assert stats.source.startswith("Hugging Face Dataset column 'image' (10 rows, Array3D")
+    chosen = table.select([7, 2, 5, 2])
+    assert list(normstats.compute(chosen).mean) == \
+        oracle.integer_mean_std([pictures[i] for i in (7, 2, 5, 2)], 255)[0]
+
+
+def test_the_files_of_a_dataset_of_pixel_arrays_name_the_dataset_object_as_the_way(tmp_path):
+    """The files readers take image columns only; a saved dataset (save_to_disk, Parquet)
+    whose pixels are an Array3D column used to be refused with its columns listed only.
+    The message now names the column, its feature, and the call that reads it exactly."""
+    pictures = [p[:5, :6] for p in PICTURES]
+    features = Features({"frames": datasets.Array3D((5, 6, 3), "uint8"),
+                         "label": Value("int64")})
+    table = Dataset.from_dict({"frames": [p.tolist() for p in pictures],
+                               "label": list(range(len(pictures)))}, features=features)
+    table.save_to_disk(str(tmp_path / "saved"))
+    table.to_parquet(str(tmp_path / "frames.parquet"))
+    for path, image_key in ((tmp_path / "saved", None), (tmp_path / "frames.parquet", None),
+                            (tmp_path / "saved", "frames")):
+        with pytest.raises(NormstatsError) as raised:
+            normstats.compute(str(path), image_key=image_key)
+        assert "column 'frames' holds pixel arrays (Array3D of shape (5, 6, 3), uint8)" in \
+            str(raised.value) and "normstats.compute(dataset, image_key='frames')" in \
+            str(raised.value), str(raised.value)
+    loaded = datasets.load_from_disk(str(tmp_path / "saved"))
+    assert list(normstats.compute(loaded, image_key="frames").mean) == \
+        oracle.integer_mean_std(pictures, 255)[0]

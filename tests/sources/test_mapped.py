@@ -122,6 +122,16 @@ def test_pil_images_honour_mode_in_a_list_mixing_l_and_rgb(rng):
     assert grey.channels == ("L",)
 
 
+def test_the_report_says_the_mode_converts_pil_items_not_arrays(rng):
+    """A list of one-channel arrays was reported as "mode RGB" beside its channel L: the
+    mode converts PIL items only, and the report now says so, as an iterable's does."""
+    grey = [x[..., 0] for x in random_images(rng, 3, sizes=((9, 7),))]
+    stats = normstats.compute(grey)
+    assert stats.channels == ("L",) and stats.mode == "map-style, PIL images as RGB"
+    assert "mode RGB" not in str(stats)
+    assert normstats.compute(grey, mode="keep").mode == "map-style"
+
+
 def test_a_data_loader_is_read_as_batches_of_to_tensor_floats(cifar):
     dataset = CifarShaped(cifar)
     dataset_as_tensors = [(to_tensor(image), target) for image, target in dataset]
