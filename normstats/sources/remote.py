@@ -64,7 +64,7 @@ _BACKENDS = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "
              "https": "aiohttp"}
 #: Where the clients of object stores raise from: their errors are the store's answers.
 _CLIENT_MODULES = ("botocore", "aiobotocore", "aiohttp", "urllib3", "requests", "google",
-                   "azure")
+                   "azure", "httpx", "httpx2", "httpcore", "huggingface_hub")
 
 
 def is_url(path: Any) -> bool:
@@ -114,7 +114,11 @@ def filesystem(url: str, storage_options: dict | None = None) -> tuple[Any, str]
 
     try:
         _check_names(fsspec.get_filesystem_class(_protocol(url)), storage_options or {}, url)
-        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        if not path.strip("/"):  # the whole store: s3fs refuses to list it, others try
+            raise InvalidOptionError(f"{url} names no bucket or folder: name the one to read, "
+                                     f"e.g. {_protocol(url)}://BUCKET/train")
+        return fs, path
     except NormstatsError:
         raise
     except ImportError:
@@ -183,7 +187,7 @@ _NO_CREDENTIALS = frozenset(("NoCredentialsError", "PartialCredentialsError",
                              "CredentialRetrievalError"))
 _UNREACHABLE = frozenset(("ConnectionError", "HTTPClientError", "ConnectTimeoutError",
                           "ReadTimeoutError", "ClientConnectorError", "ServerTimeoutError",
-                          "TimeoutError"))
+                          "TimeoutError", "NetworkError", "TimeoutException"))  # last: httpx
 
 
 def _kinds(error: BaseException) -> set[str]:

@@ -114,6 +114,34 @@ def test_a_missing_bucket_is_a_one_line_error(s3):
     assert "no such bucket" in result.output and "bug" not in result.output
 
 
+def test_a_url_naming_no_bucket_is_a_one_line_error(s3):
+    """``s3://`` alone reached s3fs's ValueError "Cannot traverse all of S3", reported as a
+    normstats bug; ``memory://`` would list the whole store."""
+    for url in ("s3://", "s3:///", "memory://"):
+        result = CliRunner().invoke(main, ["compute", url, "--no-cache", *(
+            cli_options(s3) if url.startswith("s3") else [])])
+        assert result.exit_code == 1 and len(result.output.splitlines()) == 1, result.output
+        assert f"{url} names no bucket or folder" in result.output and \
+            "BUCKET/train" in result.output and "bug" not in result.output, result.output
+
+
+def test_an_http_client_s_failures_are_the_store_s_not_normstats_bugs():
+    """hf:// (huggingface_hub) fails through httpx, whose errors were reported as a
+    normstats bug ("unexpected ConnectError") when the Hub could not be reached."""
+    from normstats.sources.remote import is_store_failure, store_error
+
+    errors = {name: type(name, (Exception,), {"__module__": module})
+              for name, module in (("NetworkError", "httpx"), ("TimeoutException", "httpx2"),
+                                   ("HfHubHTTPError", "huggingface_hub.errors"))}
+    connect = type("ConnectError", (errors["NetworkError"],), {"__module__": "httpx"})
+    assert all(is_store_failure(cls("x")) for cls in (*errors.values(), connect))
+    assert not is_store_failure(KeyError("x"))
+    message = str(store_error(connect("[Errno -2] Name or service not known"),
+                              "hf://datasets/someone/photos"))
+    assert message == ("hf://datasets/someone/photos: listing: cannot reach the store ([Errno -2] "
+                       "Name or service not known); check the URL and the network")
+
+
 def test_bad_credentials_are_a_user_error_naming_what_to_check(s3, bucket, photos):
     upload(s3, bucket, photos)
     with s3.authenticating():
