@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import io
+import json
 import math
 import re
 from pathlib import Path
@@ -152,6 +153,14 @@ def decode_raster(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
     try:
         with quiet_decoder_logs(), tifffile.TiffFile(io.BytesIO(data)) as tiff:
             page = tiff.pages.first
+            if (shape := _array_over_pages(page)) is not None:
+                raise UnreadableInputError(
+                    f"one array of shape {shape} that tifffile stored as pages of "
+                    f"{page.shape}: a raster is read from its first page, as GDAL reads it, "
+                    "which would leave out the others; write the bands into one page, "
+                    "tifffile.imwrite(path, array, photometric='minisblack', "
+                    "planarconfig='contig'), or compute the array itself, "
+                    "normstats.compute(tifffile.imread(path))", name)
             _check_page(page, len(data), policy, name)
             pixels = _bands_last(page.asarray(maxworkers=1), page.axes, name)
             mask = _mask_page(tiff, data, pixels.shape, name)
@@ -175,6 +184,20 @@ def decode_raster(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:
     nodata = policy.nodata if policy.nodata is not None else parse_nodata_tag(nodata_tag, name)
     names = band_names(metadata, pixels.shape[2], photometric, extra)
     return DecodedImage(pixels, names, nodata, True, mask)
+
+
+def _array_over_pages(page: Any) -> tuple[int, ...] | None:
+    """The shape of the one array whose first page ``page`` is, when tifffile's description
+    of it (``{"shape": [16, 16, 13]}``) says it continues on the next pages: what
+    ``tifffile.imwrite`` makes of an (H, W, bands) array of more than 4 bands unless told
+    ``planarconfig='contig'``. None for a page that holds its whole array."""
+    if not page.is_shaped:
+        return None
+    try:
+        shape = tuple(int(n) for n in json.loads(page.description)["shape"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return shape if math.prod(shape) > page.size else None
 
 
 def tiff_mask(data: bytes, shape: tuple[int, ...], name: str) -> np.ndarray | None:

@@ -52,6 +52,22 @@ def test_only_the_first_page_of_a_multi_page_file_is_read(rng):
     np.testing.assert_array_equal(decode_bytes(buffer.getvalue(), "p.tif", KEEP).pixels, first)
 
 
+def test_an_array_tifffile_spread_over_pages_is_skipped_not_read_as_its_first_page(rng):
+    """tifffile.imwrite of a (16, 16, 13) uint16 array, as most Python code writes a
+    13-band tile, stores 16 pages of 16x13 grey: the first page alone was read, 1 band of
+    208 pixels instead of 13 bands of 256, without a word. It is now skipped, naming how to
+    write it; written into one page, it reads exactly."""
+    tile = random_raster(rng, (16, 16, 13), "uint16")
+    spread = io.BytesIO()
+    tifffile.imwrite(spread, tile)
+    with pytest.raises(UnreadableInputError, match=r"one array of shape \(16, 16, 13\) that "
+                       r"tifffile stored as pages of \(16, 13\).*planarconfig='contig'"):
+        decode_bytes(spread.getvalue(), "t.tif", KEEP)
+    one_page = io.BytesIO()
+    tifffile.imwrite(one_page, tile, photometric="minisblack", planarconfig="contig")
+    np.testing.assert_array_equal(decode_bytes(one_page.getvalue(), "t.tif", KEEP).pixels, tile)
+
+
 def test_8_bit_photographs_stay_with_pillow_under_every_mode(rng):
     """The statistics of 8-bit RGB (and grey, RGBA) TIFFs do not change: Pillow reads them."""
     for pixels, photometric in ((rng.integers(0, 256, (6, 5, 3), np.uint8), "rgb"),
