@@ -67,6 +67,7 @@ from normstats.sources.decoding.raster import (
     GDAL_NODATA,
     TIFF_SIGNATURES,
     decode_raster,
+    keeps_as_raster,
     mask_file,
     needs_raster_path,
     parse_nodata_tag,
@@ -223,7 +224,7 @@ def _decode_bytes(data: bytes, name: str, policy: DecodePolicy,
     """The pixels as decoded, before the policy's resize and crop."""
     if not data:
         raise UnreadableInputError("zero-byte file", name)
-    if policy.mode == "keep" and data[:4] in _TIFF_HEADS and needs_raster_path(data):
+    if policy.mode == "keep" and data[:4] in _TIFF_HEADS and keeps_as_raster(data):
         return decode_raster(data, name, policy)
     pixels = fast_pixels(data, policy, scratch) if fast else None
     if pixels is not None:

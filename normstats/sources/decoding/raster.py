@@ -56,8 +56,8 @@ from normstats.sources.decoding.tiff_header import (
     tiff_tags,
 )
 
-__all__ = ["needs_raster_path", "decode_raster", "tiff_mask", "mask_file", "parse_nodata_tag",
-           "band_names", "TIFF_SIGNATURES", "BIGTIFF_SIGNATURES", "GDAL_NODATA",
+__all__ = ["needs_raster_path", "keeps_as_raster", "decode_raster", "tiff_mask", "mask_file",
+           "parse_nodata_tag", "band_names", "TIFF_SIGNATURES", "BIGTIFF_SIGNATURES", "GDAL_NODATA",
            "GDAL_METADATA", "RASTER_KINDS", "MASK_SEARCH", "tifffile_version",
            "READING_RULES"]
 
@@ -122,6 +122,30 @@ def needs_raster_path(data: bytes) -> bool:
         return False
     extra = tags.get(EXTRA_SAMPLES, ())
     return len(extra) < samples - colours or any(e not in _ALPHA for e in extra)
+
+
+def keeps_as_raster(data: bytes) -> bool:
+    """Whether a TIFF takes the raster path under ``--mode keep``: each one
+    `needs_raster_path` names, and a grey page that other pages follow. That page may be
+    the first of one array tifffile spread over pages (``tifffile.imwrite`` of an 8-bit
+    (H, W, 13) tile), which `decode_raster` finds and Pillow would read as the image; the
+    raster path reads any other such page as Pillow does, the same grey values.
+
+    Examples
+    --------
+    >>> import io, tifffile
+    >>> def tiff(array):
+    ...     buffer = io.BytesIO(); tifffile.imwrite(buffer, array); return buffer.getvalue()
+    >>> keeps_as_raster(tiff(np.zeros((2, 2), np.uint8)))
+    False
+    >>> keeps_as_raster(tiff(np.zeros((2, 2, 13), np.uint8)))
+    True
+    """
+    if needs_raster_path(data):
+        return True
+    tags = tiff_tags(data, (_SAMPLES, PHOTOMETRIC))
+    return tags is not None and tags.get(_SAMPLES, (1,))[0] == 1 and \
+        tags.get(PHOTOMETRIC, (-1,))[0] in (0, 1) and bool(following_directory(data))
 
 
 def decode_raster(data: bytes, name: str, policy: DecodePolicy) -> DecodedImage:

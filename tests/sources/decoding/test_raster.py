@@ -57,15 +57,26 @@ def test_an_array_tifffile_spread_over_pages_is_skipped_not_read_as_its_first_pa
     13-band tile, stores 16 pages of 16x13 grey: the first page alone was read, 1 band of
     208 pixels instead of 13 bands of 256, without a word. It is now skipped, naming how to
     write it; written into one page, it reads exactly."""
-    tile = random_raster(rng, (16, 16, 13), "uint16")
-    spread = io.BytesIO()
-    tifffile.imwrite(spread, tile)
-    with pytest.raises(UnreadableInputError, match=r"one array of shape \(16, 16, 13\) that "
-                       r"tifffile stored as pages of \(16, 13\).*planarconfig='contig'"):
-        decode_bytes(spread.getvalue(), "t.tif", KEEP)
-    one_page = io.BytesIO()
-    tifffile.imwrite(one_page, tile, photometric="minisblack", planarconfig="contig")
-    np.testing.assert_array_equal(decode_bytes(one_page.getvalue(), "t.tif", KEEP).pixels, tile)
+    for dtype in ("uint16", "uint8"):  # 8-bit grey pages were Pillow's, which read page 1
+        tile = random_raster(rng, (16, 16, 13), dtype)
+        spread = io.BytesIO()
+        tifffile.imwrite(spread, tile)
+        with pytest.raises(UnreadableInputError, match=r"one array of shape \(16, 16, 13\) "
+                           r"that tifffile stored as pages of \(16, 13\).*planarconfig="):
+            decode_bytes(spread.getvalue(), "t.tif", KEEP)
+        one_page = io.BytesIO()
+        tifffile.imwrite(one_page, tile, photometric="minisblack", planarconfig="contig")
+        np.testing.assert_array_equal(decode_bytes(one_page.getvalue(), "t.tif", KEEP).pixels,
+                                      tile)
+    pages = io.BytesIO()  # grey pages of their own: the first is read, as Pillow reads it
+    first = random_raster(rng, (6, 5, 1), "uint8")[..., 0]
+    with tifffile.TiffWriter(pages) as writer:
+        for page in (first, first // 2):
+            writer.write(page)
+    image = decode_bytes(pages.getvalue(), "p.tif", KEEP)
+    assert image.channel_names == ("L",)
+    np.testing.assert_array_equal(image.pixels[..., 0], first)
+    np.testing.assert_array_equal(image.pixels[..., 0], np.asarray(Image.open(pages)))
 
 
 def test_8_bit_photographs_stay_with_pillow_under_every_mode(rng):
