@@ -37,6 +37,7 @@ from normstats.maths.exact import FIXED_BITS, fixed_sum, int64_sum
 from normstats.maths.moments import FloatMoments
 from normstats.maths.records import IntegerRecords, Records
 from normstats.results.stats import DatasetStats
+from normstats.results.text_report import counted
 from normstats.sources.options import ReadArguments, ReadOptions, read_options
 
 __all__ = ["compare", "Comparison", "Compared", "comparison_rows", "render_comparison",
@@ -356,7 +357,7 @@ def render_comparison(entries: list[Compared]) -> str:
         lines.append(f"{r['dataset']:<{name_w}}  {r['channel']:<{chan_w}}" +
                      "".join(f"  {_cell(r[k], w)}" for k, w in zip(_COLUMNS, widths)))
     lines.append("")
-    lines += [f"{e.name}: {e.stats.images:,} images, {e.stats.dtype}, scale {e.stats.scale:g}, "
+    lines += [f"{e.name}: {counted(e.stats)}, {e.stats.dtype}, scale {e.stats.scale:g}, "
               f"mode {e.stats.mode}" + (f", {len(e.stats.skipped)} input(s) skipped"
                                         if e.stats.skipped else "") for e in entries]
     return "\n".join(lines + _verdict(entries) + ["", EXPLANATION])

@@ -105,14 +105,26 @@ def _scale_words(stats: DatasetStats) -> str:
     return "scale 1"
 
 
+def counted(stats: DatasetStats) -> str:
+    """How many images (or vectors) ``stats`` counts, in words.
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> counted(normstats.compute(np.zeros((1, 2, 2, 3), np.uint8)))
+    '1 image'
+    """
+    unit = "vector" if stats.kind == "vectors" else "image"
+    return f"{stats.images:,} {unit}{'' if stats.images == 1 else 's'}"
+
+
 def _header(stats: DatasetStats) -> list[str]:
     scale = _scale_words(stats)
-    unit = "vectors" if stats.kind == "vectors" else "images"
     per = "pixels per channel"
     size = f"{stats.pixels_per_channel:,} {per}" if stats.kind == "images" else \
         f"{len(stats.channels):,} features"
     lines = [f"normstats: {printable(stats.source)}",
-             f"  {stats.images:,} {unit}, {size}, {stats.dtype}, {scale}, mode {stats.mode}"]
+             f"  {counted(stats)}, {size}, {stats.dtype}, {scale}, mode {stats.mode}"]
     if stats.kind == "images" and stats.counts is not None:  # nodata was left out
         left = stats.pixels_per_channel * len(stats.counts) - sum(stats.counts)
         lines.append(f"  nodata left out band by band: {left:,} values ('values' counts what "

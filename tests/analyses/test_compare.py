@@ -434,7 +434,8 @@ FIRST = Compared("first", _stats(), between=(0.75, None))
 SECOND = Compared("second-long-name", _stats(mean=(0.0, 0.5), std=(0.5, 0.125), images=3,
                                              skipped=(Skipped("x", "y"),)), between=(0.5, 1.0))
 VECTORS = Compared("v", _stats(channels=("R",), mean=(0.625,), std=(0.25,), per_image_std=None,
-                               per_image_std_ddof1=None, dtype="float64", scale=1.0, mode="NC"))
+                               per_image_std_ddof1=None, dtype="float64", scale=1.0, mode="NC",
+                               kind="vectors"))
 
 
 def test_comparison_rows_hold_every_number_or_none() -> None:
@@ -525,7 +526,7 @@ v                 R          0.6250      0.2500              -                - 
 
 first: 1,234 images, uint8, scale 255, mode RGB
 second-long-name: 3 images, uint8, scale 255, mode RGB, 1 input(s) skipped
-v: 1,234 images, float64, scale 1, mode NC
+v: 1,234 vectors, float64, scale 1, mode NC
 
 Using first's constants on second-long-name leaves its channel R at mean -2.000 and std 2.000 \
 instead of 0 and 1: compute constants for the data the model will see.

@@ -106,6 +106,14 @@ def test_a_vector_report_in_full():
     ]
 
 
+def test_one_image_or_vector_is_counted_in_the_singular():
+    """"1 images" in the report's header and compare's footer."""
+    one = dataclasses.replace(IMAGES, images=1)
+    assert render_report(one).split("\n")[1].startswith("  1 image, 5,678,901 pixels")
+    assert render_report(dataclasses.replace(VECTORS, images=1)).split("\n")[1] == \
+        "  1 vector, 2 features, float64, scale 1, mode NC"
+
+
 def test_vectors_with_every_value_kept_show_no_count_column():
     stats = dataclasses.replace(VECTORS, counts=(4, 4), channels=("a_long_name", "b"))
     assert render_report(stats).split("\n")[3:7] == [
