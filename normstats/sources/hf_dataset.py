@@ -23,6 +23,7 @@ refused with its splits named, and an ``IterableDataset`` is an iterable like an
 
 from __future__ import annotations
 
+import math
 import pickle
 from typing import Any
 
@@ -37,7 +38,13 @@ from normstats.sources.decoding.decode import DecodePolicy, channel_names_for
 from normstats.sources.items import IMAGE_KEYS
 from normstats.sources.mapped import MappedSource, Shipped
 from normstats.sources.options import ReadOptions
-from normstats.sources.parquet import ARRAY_FEATURES, CellReader, column_kind
+from normstats.sources.parquet import (
+    ARRAY_FEATURES,
+    LIST_FEATURES,
+    CellReader,
+    column_kind,
+    list_nesting,
+)
 
 __all__ = ["HFDatasetSource", "hf_source"]
 
@@ -84,63 +91,87 @@ def hf_source(data: Any, options: ReadOptions) -> HFDatasetSource | ArraySource 
 
 
 def _array_column(dataset: Any, options: ReadOptions) -> ArraySource | MappedSource | None:
-    """The source of an array column of pixels (``Array3D((32, 32, 3), "uint8")``, or
-    ``(None, 32, 3)`` for images of several heights; under ``image_key`` or a usual name),
-    read from the Arrow table with the dtype its feature declares; None for any other
-    column.
+    """The source of a column of pixel arrays (``Array3D((32, 32, 3), "uint8")``, ``(None,
+    32, 3)`` for images of several heights, or the nested ``List`` features ``map`` makes of
+    numpy pixels; under ``image_key`` or a usual name), read from the Arrow table in the
+    type it stores; None for any other column.
 
     Its items would come as Python lists (and numpy or torch formats give int64), so the
     uint8 pixels the table holds would be refused as 64-bit integers. The dataset's rows,
-    in its order, are read into memory: one array of a fixed shape, or one array a row
-    (datasets lets only the first axis vary).
+    in its order, are read into memory: one array when every row has one shape, else one
+    array a row. A column of one list a row holds vectors (``x``, ``input``): (N, d).
     """
     features = dataset.features.to_dict()
     names = [options.image_key] if options.image_key is not None else \
         [key for key in IMAGE_KEYS if key in features]
     feature = features.get(names[0]) if names else None
-    if not isinstance(feature, dict) or feature.get("_type") not in ARRAY_FEATURES or \
-            None in feature.get("shape", (None,))[1:]:
+    kind = feature.get("_type") if isinstance(feature, dict) else None
+    if kind not in (*ARRAY_FEATURES, *LIST_FEATURES):
         return None
-    name, shape, dtype = names[0], tuple(feature["shape"]), np.dtype(feature["dtype"])
-    where = f"Hugging Face Dataset column {name!r} ({len(dataset):,} rows, {feature['_type']}" \
-            f"{' of rows of several heights' if shape[0] is None else ''})"
+    name = names[0]
+    stored = dataset.data.schema.field(name).type
+    depth, dtype = list_nesting(stored)
+    if dtype is None:
+        return None
+    where = f"Hugging Face Dataset column {name!r} ({len(dataset):,} rows, {kind})"
     column = dataset.with_format("arrow")[:].column(name)  # its rows, in its order
     if column.null_count:
         raise NormstatsError(f"{column.null_count:,} rows have no value: filter them out "
                              "first (dataset.filter)", path=where)
-    parts, heights = [], []
-    for chunk in column.chunks:
-        values = getattr(chunk, "storage", chunk)  # the extension type's nested lists
-        if shape[0] is None:
-            heights.append(values.value_lengths().to_numpy(zero_copy_only=False))
-        for _ in shape:
-            values = values.flatten()
-        parts.append(values.to_numpy(zero_copy_only=False))
-    flat = (np.concatenate(parts) if parts else np.empty(0, dtype)).astype(dtype, copy=False)
-    if shape[0] is not None:
-        source = ArraySource(flat.reshape(len(column), *shape), layout=options.layout,
-                             channel_names=options.channels, nodata=options.nodata)
+    flat, shapes = _nested_rows(column, depth, dtype, where)
+    uniform = len(shapes) and (shapes == shapes[0]).all()
+    if depth == 1 and not uniform:
+        raise NormstatsError(f"rows of {shapes.min()} to {shapes.max()} values: one list a "
+                             "row is a vector, and vectors are read as one (N, d) array of "
+                             "one length", path=where)
+    if uniform:
+        source: ArraySource | MappedSource = ArraySource(
+            flat.reshape(len(shapes), *shapes[0].tolist()), layout=options.layout,
+            channel_names=options.channels, nodata=options.nodata)
     else:
-        source = MappedSource(_rows(flat, np.concatenate(heights) if heights else
-                                    np.empty(0, np.int64), shape[1:], where),
-                              mode=options.mode, layout=options.layout,
+        ends = np.cumsum(shapes.prod(axis=1))
+        rows = [flat[end - math.prod(shape):end].reshape(shape.tolist())
+                for end, shape in zip(ends.tolist(), shapes)]
+        source = MappedSource(rows, mode=options.mode, layout=options.layout,
                               fail_fast=options.fail_fast)
     source.description = where
     return source
 
 
-def _rows(flat: np.ndarray, heights: np.ndarray, row_shape: tuple[int, ...],
-          where: str) -> list[np.ndarray]:
-    """``flat``'s pixels cut into one array of ``(height, *row_shape)`` a row: every row
-    checked to hold whole rows of the declared shape before one is cut."""
-    row_values = int(np.prod(row_shape))
-    if int(heights.sum()) * row_values != flat.size:
-        raise NormstatsError(f"its rows hold {flat.size:,} values, not the "
-                             f"{int(heights.sum()) * row_values:,} that their heights and "
-                             f"the declared shape {row_shape} make", path=where)
-    ends = np.cumsum(heights * row_values)
-    return [flat[end - height * row_values:end].reshape(int(height), *row_shape)
-            for end, height in zip(ends, heights)]
+def _nested_rows(column: Any, depth: int, dtype: np.dtype,
+                 where: str) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers of a column of ``depth`` nested lists, flat and in row order, and each
+    row's shape (rows, depth). Every row must be an array: at each level, the lists of a
+    row have one length (a ragged row is refused, naming it)."""
+    import pyarrow.compute as pc
+
+    parts, shapes, first_row = [], [], 0
+    for chunk in column.chunks:
+        values = getattr(chunk, "storage", chunk)  # an Array feature's nested lists
+        owner = np.arange(len(values))  # the row of each list at this level
+        dims = np.zeros((len(values), depth), np.int64)
+        for level in range(depth):
+            if values.null_count:
+                raise NormstatsError(f"a row holds a missing value (null) {level} list(s) "
+                                     "deep: filter such rows out first", path=where)
+            lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
+            if lengths.size:
+                starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+                low = np.minimum.reduceat(lengths, starts)
+                high = np.maximum.reduceat(lengths, starts)
+                if (ragged := np.flatnonzero(low != high)).size:
+                    row = first_row + int(owner[starts[ragged[0]]])
+                    raise NormstatsError(f"row {row} is not an array: its lists at "
+                                         f"nesting level {level + 1} hold {low[ragged[0]]} "
+                                         f"to {high[ragged[0]]} values", path=where)
+                dims[owner[starts], level] = low
+            owner = np.repeat(owner, lengths)
+            values = values.flatten()
+        parts.append(values.to_numpy(zero_copy_only=False))
+        shapes.append(dims)
+        first_row += len(dims)
+    flat = np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+    return flat, np.concatenate(shapes) if shapes else np.empty((0, depth), np.int64)
 
 
 def _image_column(dataset: Any, options: ReadOptions) -> tuple[str, str] | None:

@@ -136,21 +136,55 @@ def dataset_features(schema: Any) -> dict[str, Any]:
 
 #: datasets' array features, the usual column of preprocessed pixels.
 ARRAY_FEATURES = ("Array2D", "Array3D", "Array4D", "Array5D")
+#: datasets' features of nested lists (``datasets.List(datasets.List(...))``, what ``map``
+#: makes of a function returning numpy pixels; ``Sequence`` before datasets 4).
+LIST_FEATURES = ("List", "Sequence", "LargeList")
+
+
+def list_nesting(stored: Any) -> tuple[int, Any]:
+    """How many list levels a column of Arrow type ``stored`` nests (an extension type's
+    storage: an ``Array3D`` column's), and the numpy dtype of its numbers (None for
+    anything else: strings, structs, booleans).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> list_nesting(pa.list_(pa.list_(pa.uint8())))
+    (2, dtype('uint8'))
+    >>> list_nesting(pa.list_(pa.string()))
+    (1, None)
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    stored = getattr(stored, "storage_type", stored)
+    depth = 0
+    while pa.types.is_list(stored) or pa.types.is_large_list(stored) or \
+            pa.types.is_fixed_size_list(stored):
+        stored, depth = stored.value_type, depth + 1
+    numeric = pa.types.is_integer(stored) or pa.types.is_floating(stored)
+    return depth, np.dtype(stored.to_pandas_dtype()) if numeric else None
 
 
 def _pixel_arrays_hint(schema: Any, names: list[str]) -> str:
     """What to do when one of the columns ``names`` holds pixel arrays (an ``Array3D``
-    feature, say), which the file readers leave to the datasets library; else ''."""
+    feature, or the nested lists ``map`` makes of numpy pixels), which the file readers
+    leave to the datasets library; else ''."""
     features = dataset_features(schema)
     for name in names:
         feature = features.get(name)
-        if isinstance(feature, dict) and feature.get("_type") in ARRAY_FEATURES:
-            shape = tuple(feature.get("shape") or ())
-            key = "" if name in IMAGE_KEYS else f", image_key={name!r}"
-            return (f"; column {name!r} holds pixel arrays ({feature['_type']} of shape "
-                    f"{shape}, {feature.get('dtype')}), which normstats reads from the "
-                    "dataset object, not from its files: in Python, load it with datasets "
-                    f"(load_from_disk, load_dataset) and pass it, normstats.compute(dataset{key})")
+        kind = feature.get("_type") if isinstance(feature, dict) else None
+        depth, dtype = list_nesting(schema.field(name).type)
+        if kind in ARRAY_FEATURES:
+            held = f"{kind} of shape {tuple(feature.get('shape') or ())}, {dtype}"
+        elif kind in LIST_FEATURES and depth >= 2 and dtype is not None:
+            held = f"{depth} levels of lists of {dtype}"
+        else:
+            continue
+        key = "" if name in IMAGE_KEYS else f", image_key={name!r}"
+        return (f"; column {name!r} holds pixel arrays ({held}), which normstats reads from "
+                "the dataset object, not from its files: in Python, load it with datasets "
+                f"(load_from_disk, load_dataset) and pass it, normstats.compute(dataset{key})")
     return ""
 
 

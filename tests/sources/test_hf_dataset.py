@@ -167,12 +167,37 @@ def test_a_dataset_without_an_image_column_is_one_line_naming_its_columns():
         "struct of bytes and path); the columns are text, label")
 
 
-def test_pixel_arrays_without_an_image_column_are_read_as_items():
+def test_pixel_arrays_in_nested_lists_are_read_from_the_table_in_their_stored_type():
+    """``map`` makes nested ``List`` features of a function returning numpy pixels: the
+    most common preprocessed column. datasets gives its items as int64 in every format, so
+    they were refused as 64-bit integers unless ``with_format("numpy", dtype=np.uint8)``
+    said otherwise. Each row is now read from the table as stored (uint8): one array when
+    the rows share a shape, else a row at a time; a ragged row and vectors of several
+    lengths are refused naming them, and a column of equal vectors is read as (N, d)."""
     pixels = datasets.List(datasets.List(datasets.List(Value("uint8"))))
-    arrays = Dataset.from_dict({"pixel_values": [p.tolist() for p in PICTURES[:3]]},
+    arrays = Dataset.from_dict({"pixel_values": [p.tolist() for p in PICTURES]},
                                features=Features({"pixel_values": pixels}))
-    stats = normstats.compute(arrays.with_format("numpy", dtype=np.uint8), layout="HWC")
-    assert list(stats.mean) == oracle.integer_mean_std(PICTURES[:3], 255)[0]
+    expected = oracle.integer_mean_std(PICTURES, 255)
+    for form in (arrays, arrays.with_format("torch"),
+                 arrays.with_format("numpy", dtype=np.uint8)):
+        stats = normstats.compute(form, layout="HWC")
+        assert (list(stats.mean), list(stats.std)) == expected and stats.dtype == "uint8"
+    same = [p[:5, :6] for p in PICTURES]
+    with_image = _in_memory().map(lambda row, i: {"pixels": same[i]}, with_indices=True,
+                                  remove_columns=["image"])
+    stats = normstats.compute(with_image)
+    assert list(stats.mean) == oracle.integer_mean_std(same, 255)[0] and stats.mode == "NHWC"
+    assert stats.source == "Hugging Face Dataset column 'pixels' (10 rows, List)"
+    ragged = Dataset.from_dict({"pixels": [[[1, 2], [3, 4]], [[1, 2], [3]]]})
+    with pytest.raises(NormstatsError, match=r"column 'pixels' \(2 rows, List\): row 1 is not "
+                                             r"an array: its lists at nesting level 2 hold 1 "
+                                             r"to 2 values$"):
+        normstats.compute(ragged)
+    vectors = Dataset.from_dict({"x": [[1.0, 2.0], [3.0, 5.0], [5.0, 8.0]]})
+    assert normstats.compute(vectors).mean == (3.0, 5.0)
+    with pytest.raises(NormstatsError, match="rows of 1 to 2 values: one list a row is a "
+                                             "vector"):
+        normstats.compute(Dataset.from_dict({"x": [[1.0, 2.0], [3.0]]}))
 
 
 def test_several_image_columns_need_image_key(folder_stats):
@@ -291,4 +316,12 @@ def test_the_files_of_a_dataset_of_pixel_arrays_name_the_dataset_object_as_the_w
             str(raised.value), str(raised.value)
     loaded = datasets.load_from_disk(str(tmp_path / "saved"))
     assert list(normstats.compute(loaded, image_key="frames").mean) == \
+        oracle.integer_mean_std(pictures, 255)[0]
+    mapped = _in_memory().map(lambda row, i: {"pixels": pictures[i]}, with_indices=True,
+                              remove_columns=["image"])  # List(List(List(uint8)))
+    mapped.save_to_disk(str(tmp_path / "mapped"))
+    with pytest.raises(NormstatsError, match=r"column 'pixels' holds pixel arrays \(3 levels "
+                                             r"of lists of uint8\).*normstats.compute\(dataset\)"):
+        normstats.compute(str(tmp_path / "mapped"))
+    assert list(normstats.compute(datasets.load_from_disk(str(tmp_path / "mapped"))).mean) == \
         oracle.integer_mean_std(pictures, 255)[0]
