@@ -17,6 +17,7 @@ are: float tensors from ``ToTensor()`` are reported in their own units ([0, 1]).
 
 from __future__ import annotations
 
+import numbers
 import os
 import reprlib
 from collections.abc import Iterator, Mapping
@@ -29,7 +30,7 @@ from normstats.maths.records import default_channel_names
 from normstats.sources.decoding.pillow_pixels import decoded_channel_names, pixels_under_mode
 from normstats.sources.decoding.policy import MODE_CHANNELS, DecodedImage
 
-__all__ = ["item_pixels", "batch_items", "image_layout", "IMAGE_KEYS"]
+__all__ = ["item_pixels", "batch_items", "image_layout", "array_of_lists", "IMAGE_KEYS"]
 
 #: Keys a dict item's image is looked up under when ``image_key`` is not given.
 IMAGE_KEYS = ("image", "img", "pixel_values", "pixels", "x", "input")
@@ -61,6 +62,8 @@ def item_pixels(item: Any, layout: str | None = None, mode: str = "keep",
         pixels = _tensor_pixels(item)
     else:
         pixels = np.asarray(item)
+        if isinstance(item, list | tuple):
+            _refuse_integer_lists(pixels)
     if pixels.dtype == object:
         raise UnreadableInputError(f"an item of type {type(item).__name__} is not an image")
     pixels = _to_hwc(pixels, layout)
@@ -86,9 +89,53 @@ def _image_of(item: Any, image_key: str | None) -> Any:
         raise InvalidOptionError(f"cannot tell which key of a dict item holds the image "
                                  f"(keys: {', '.join(map(str, item))}); name it with "
                                  "image_key=")
-    if isinstance(item, tuple | list) and item:
+    if isinstance(item, tuple) and item or isinstance(item, list) and item and \
+            not _holds_numbers(item[0]):
         return item[0]  # (image, label, ...), as datasets return them
-    return item
+    return item  # a list whose first entry is numbers or a list of them: an image in lists
+
+
+def _holds_numbers(entry: Any) -> bool:
+    """Whether ``entry`` is a number or a (nested) list of them: the first row of an image
+    given as Python lists, never the image of an (image, label) pair."""
+    while isinstance(entry, list) and entry:
+        entry = entry[0]
+    return isinstance(entry, numbers.Number)
+
+
+def _refuse_integer_lists(pixels: np.ndarray) -> None:
+    """Refuse pixels numpy made of Python lists of integers: int64 is numpy's choice, not
+    the data's type, and 64-bit integers are refused as not exact."""
+    if pixels.dtype.kind in "iu":
+        raise InvalidOptionError(
+            "images given as Python lists of integers have no pixel type (numpy would read "
+            "them as int64): convert them to numpy arrays of their type, "
+            "np.asarray(pixels, np.uint8) (a Hugging Face dataset: read it whole, not "
+            "streamed, and its table's type is used)")
+
+
+def array_of_lists(data: list | tuple) -> np.ndarray | None:
+    """Images given as nested Python lists of numbers (``[image.tolist(), ...]``) as the
+    array numpy makes of them, read as any array is; None when ``data`` is not such lists
+    or they are ragged (images of several sizes: each is then an item).
+
+    Examples
+    --------
+    >>> array_of_lists([[[0.5, 1.0], [0.0, 0.25]]]).shape
+    (1, 2, 2)
+    >>> array_of_lists([[[0.5]], [[0.5, 1.0]]]) is None
+    True
+    """
+    if not data or not (isinstance(data[0], list) and _holds_numbers(data[0])):
+        return None
+    try:
+        pixels = np.asarray(data)
+    except ValueError:  # ragged
+        return None
+    if pixels.dtype == object:
+        return None
+    _refuse_integer_lists(pixels)
+    return pixels
 
 
 def _tensor_pixels(tensor: Any) -> np.ndarray:

@@ -21,6 +21,7 @@ from normstats.sources.decoding.file_read import not_a_dataset_path
 from normstats.sources.decoding.policy import MODE_CHANNELS
 from normstats.sources.decoding.transforms import transformed_source
 from normstats.sources.folder import FolderSource
+from normstats.sources.items import array_of_lists
 from normstats.sources.labelled import unlabelled
 from normstats.sources.options import ReadArguments, ReadOptions, read_options
 from normstats.sources.path_patterns import (
@@ -103,6 +104,8 @@ def _open(data: Any, options: ReadOptions) -> Source | IterableSource:
         if not os.path.lexists(split_member(path)[0]) and is_pattern(path):
             return _fitting(_open_paths([path], options), options)
         return _fitting(_open_path(path, options), options)
+    if isinstance(data, list) and (pixels := array_of_lists(data)) is not None:
+        data = pixels  # images as nested lists of numbers: the array numpy makes of them
     if isinstance(data, np.ndarray) or _is_array_like(data):
         return ArraySource(data, layout=options.layout, channel_names=options.channels,
                            allow_missing_chunks=options.allow_missing_chunks,

@@ -253,3 +253,24 @@ def test_an_item_whose_layout_the_shape_cannot_tell_stops_the_run(rng):
         normstats.compute(items, workers=2)
     stats = normstats.compute(items, layout="HWC", workers=2)
     assert stats.images == 6 and stats.skipped == ()
+
+
+def test_images_given_as_nested_lists_are_read_whole_never_as_their_first_row(rng):
+    """A list item was taken as an (image, label) pair, so an image given as nested Python
+    lists of floats was read as its first row, an 8x3 grey image, without a word. Lists of
+    numbers are the image: a list of them is read as the array numpy makes of it (images of
+    several sizes one by one), as (image, label) tuples; lists of integers have no pixel
+    type and are refused, naming the conversion."""
+    images = [rng.random((6, 8, 3)) for _ in range(4)]
+    expected = numbers(normstats.compute(np.stack(images)))
+    assert numbers(normstats.compute([x.tolist() for x in images])) == expected
+    assert numbers(normstats.compute([(x.tolist(), 7) for x in images])) == expected
+    assert numbers(normstats.compute(iter([{"image": x.tolist()} for x in images]))) == expected
+    assert numbers(normstats.compute([[x, 7] for x in images])) == expected  # [image, label]
+    sizes = [images[0], images[1][:5]]
+    assert normstats.compute([x.tolist() for x in sizes]).pixels_per_channel == 48 + 40
+    integers = [rng.integers(0, 256, (6, 8, 3)).tolist() for _ in range(2)]
+    for data in (integers, [(x, 1) for x in integers]):
+        with pytest.raises(normstats.InvalidOptionError, match="lists of integers have no "
+                                                               "pixel type"):
+            normstats.compute(data)
