@@ -74,6 +74,9 @@ def test_contradictory_options_are_refused(png_folder, tmp_path):
     assert both.exit_code == 2 and "--json the whole result: choose one" in both.output
     extra = _invoke("compute", "--manifest", "mnist-test", "--root", str(tmp_path), str(root))
     assert extra.exit_code == 2 and f"remove the extra PATH {root}" in extra.output
+    cache = _invoke("compute", str(root), "--cache", str(tmp_path / "c"), "--no-cache")
+    assert cache.exit_code == 2 and "and --no-cache neither: choose one" in cache.output
+    assert not (tmp_path / "c").exists()  # once: no cache, without a word
 
 
 def test_no_cache_prints_nothing_about_the_cache(png_folder):
