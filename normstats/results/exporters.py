@@ -386,10 +386,21 @@ FORMATS = tuple(EXPORTERS)
 COVARIANCE_FORMATS = ("lighting", "zca")
 
 
-def _exporter(fmt: str) -> Exporter:
+#: The formats whose constants apply to vectors (N, d) as well as to images: the others
+#: normalize the channels of images, (C, H, W) tensors or (H, W, C) arrays.
+VECTOR_FORMATS = ("keras", "zca", "bands-json", "bands-csv")
+
+
+def _exporter(fmt: str, stats: DatasetStats) -> Exporter:
     if fmt not in EXPORTERS:
         raise InvalidOptionError(f"unknown export format {fmt!r}; choose one of "
                                  f"{', '.join(FORMATS)}")
+    if stats.kind == "vectors" and fmt not in VECTOR_FORMATS:
+        raise InvalidOptionError(
+            f"the {fmt} export normalizes the channels of images, and these are vectors "
+            f"(N, d) of {len(stats.channels)} features: export them as "
+            f"{', '.join(VECTOR_FORMATS)} (keras: Normalization(axis=-1)), or use the "
+            "report's StandardScaler line")
     return EXPORTERS[fmt]
 
 
@@ -408,7 +419,7 @@ def export_kwargs(stats: DatasetStats, fmt: str, variant: str = "std",
     >>> export_kwargs(s, "albumentations")
     {'mean': (0.5,), 'std': (0.5,), 'max_pixel_value': 255.0}
     """
-    return _exporter(fmt).kwargs(constants(stats, variant, bgr))
+    return _exporter(fmt, stats).kwargs(constants(stats, variant, bgr))
 
 
 def export(stats: DatasetStats, fmt: str, variant: str = "std", bgr: bool = False) -> str:
@@ -432,6 +443,6 @@ def export(stats: DatasetStats, fmt: str, variant: str = "std", bgr: bool = Fals
     >>> print(export(s, "torchvision").splitlines()[-1])
     torchvision.transforms.Normalize(mean=(0.5,), std=(0.5,))
     """
-    exporter = _exporter(fmt)
+    exporter = _exporter(fmt, stats)
     c = constants(stats, variant, bgr)
     return exporter.code(c, exporter.kwargs(c))

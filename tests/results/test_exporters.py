@@ -331,3 +331,21 @@ def test_a_constant_channel_is_named_where_its_std_0_would_be_divided_by(tmp_pat
                 "torchgeo", "kornia"):
         assert stats.to(fmt).split("\n")[1] == f"# {note}", fmt
     assert "# channel" not in normstats.compute(tmp_path, cache=False).to("torchvision")
+
+
+def test_vectors_are_exported_only_where_their_features_are_normalized():
+    """Vectors (N, d) were exported as a torchvision Normalize, an mmcv config with
+    to_rgb=True, a detectron2 INPUT.FORMAT 'RGB': image channels they are not. Those formats
+    are refused naming the ones that apply; keras, zca and the band tables still export."""
+    vectors = normstats.compute(np.arange(12, dtype=np.float64).reshape(4, 3) ** 2,
+                                covariance=True)
+    for fmt in FORMATS:
+        if fmt in ("keras", "zca", "bands-json", "bands-csv"):
+            assert export(vectors, fmt)
+            continue
+        with pytest.raises(InvalidOptionError, match=rf"^the {fmt} export normalizes the "
+                                                     r"channels of images, and these are "
+                                                     r"vectors \(N, d\) of 3 features"):
+            export(vectors, fmt)
+        with pytest.raises(InvalidOptionError):
+            vectors.to(fmt)
