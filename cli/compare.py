@@ -29,7 +29,8 @@ __all__ = ["compare_command", "condition_command"]
               help="Draw each dataset's per-image std distribution beside its pooled std, "
                    "per channel, to FILE.png (needs normstats[plot]).")
 @overwrite_option
-@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the numbers as JSON (null where a matrix is singular).")
 def compare_command(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
                     overwrite: bool, as_json: bool, **flags: Any) -> None:
     """Compare DATASETS (folders, arrays or manifest names): one row per dataset and
@@ -60,7 +61,8 @@ def _compare(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
 
 @click.command("condition")
 @click.argument("path", type=click.Path(exists=True))
-@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the numbers as JSON (null where a matrix is singular).")
 def condition_command(path: str, as_json: bool) -> None:
     """Condition numbers for PATH: of XᵀX/n for vector data (.npy or zarr, shape (N, d)),
     raw, min-max scaled and standardized, and of its covariance; of the channel covariance

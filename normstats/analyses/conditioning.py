@@ -32,6 +32,7 @@ import numpy as np
 
 from normstats.errors import EmptyDatasetError, InvalidOptionError, UnreadableInputError
 from normstats.maths.whitening import condition_number, covariance_conditions
+from normstats.results.text_report import counted
 from normstats.sources.zarr_chunks import holes_in
 
 __all__ = ["SecondMoments", "Conditioning", "conditioning", "condition_number",
@@ -111,6 +112,11 @@ def _values(nan: int, inf: int) -> str:
                         if count)
 
 
+def _finite(number: float) -> float | None:
+    """``number``, or None where it is infinite or NaN: JSON has neither."""
+    return number if np.isfinite(number) else None
+
+
 @dataclass(frozen=True)
 class Conditioning:
     """Condition numbers of the second-moment matrix XᵀX/n under three scalings."""
@@ -123,8 +129,10 @@ class Conditioning:
     covariance: CovarianceConditioning | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"raw": self.raw, "standardized": self.standardized, "min_max": self.min_max,
-                "features": self.features, "vectors": self.vectors,
+        """The numbers as JSON holds them: an infinite one (a singular matrix) as None."""
+        return {"raw": _finite(self.raw), "standardized": _finite(self.standardized),
+                "min_max": _finite(self.min_max), "features": self.features,
+                "vectors": self.vectors,
                 "covariance": None if self.covariance is None else self.covariance.to_dict()}
 
 
@@ -140,8 +148,10 @@ class CovarianceConditioning:
     def of(cls, covariance: Any) -> CovarianceConditioning:
         return cls(*covariance_conditions(covariance))
 
-    def to_dict(self) -> dict[str, float]:
-        return {"raw": self.raw, "standardized": self.standardized, "whitened": self.whitened}
+    def to_dict(self) -> dict[str, float | None]:
+        """The numbers as JSON holds them: an infinite one (a singular matrix) as None."""
+        return {"raw": _finite(self.raw), "standardized": _finite(self.standardized),
+                "whitened": _finite(self.whitened)}
 
     def lines(self, what: str) -> list[str]:
         return [f"  condition number of the {what} covariance:",
@@ -170,7 +180,7 @@ def channel_conditioning(stats: Any) -> CovarianceConditioning:
 def render_channel_conditioning(result: CovarianceConditioning, stats: Any) -> str:
     """A short text report of `channel_conditioning` for ``stats``."""
     return "\n".join([
-        f"normstats conditioning: {stats.source or 'images'} ({stats.images:,} images, "
+        f"normstats conditioning: {stats.source or 'images'} ({counted(stats)}, "
         f"channels {', '.join(stats.channels)})", *result.lines("channel"),
         "  standardizing scales each channel; only whitening removes their correlation."])
 
@@ -205,7 +215,8 @@ def conditioning(x: np.ndarray) -> Conditioning:
 def render_conditioning(result: Conditioning, source: str = "") -> str:
     """A short text report: the three condition numbers and what they mean."""
     return "\n".join([
-        f"normstats conditioning: {source or 'vectors'} ({result.vectors:,} vectors, "
+        f"normstats conditioning: {source or 'vectors'} ({result.vectors:,} "
+        f"vector{'' if result.vectors == 1 else 's'}, "
         f"{result.features} features)",
         "  condition number of the second-moment matrix XᵀX/n (the least-squares Hessian):",
         f"    raw features         {result.raw:12.4g}",

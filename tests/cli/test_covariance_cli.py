@@ -56,3 +56,22 @@ def test_the_covariance_exports(array, fmt, name):
 def test_covariance_needs_every_image(array):
     result = invoke(str(array), "--covariance", "--sample", "10")
     assert result.exit_code == 2 and "--covariance needs every image" in result.output
+
+
+def test_conditioning_json_is_strict_json_and_one_image_is_singular(tmp_path):
+    """A singular covariance (one flat image) printed `Infinity`, which JSON has not (jq and
+    JSON.parse reject it), and its header counted "1 images"."""
+    path = tmp_path / "one.npy"
+    np.save(path, np.full((1, 1, 1, 3), 7, np.uint8))
+    result = CliRunner().invoke(main, ["condition", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    numbers = json.loads(result.output, parse_constant=lambda name: pytest.fail(name))
+    assert numbers == {"channels": ["c0", "c1", "c2"], "raw": None, "standardized": None,
+                       "whitened": None}
+    report = CliRunner().invoke(main, ["condition", str(path)]).output
+    assert "(1 image, channels c0, c1, c2)" in report
+    vectors = tmp_path / "v.npy"
+    np.save(vectors, np.array([[1.0, 1.0], [2.0, 2.0]]))  # collinear: singular
+    as_json = json.loads(CliRunner().invoke(main, ["condition", str(vectors), "--json"]).output,
+                         parse_constant=lambda name: pytest.fail(name))
+    assert as_json["covariance"]["raw"] is None
