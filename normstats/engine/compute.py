@@ -137,8 +137,10 @@ def dask_reduced(data: Any, options: ReadOptions) -> tuple[Any, ReadOptions, boo
         from normstats.engine.dask.images import allowing_missing_chunks
 
         data = allowing_missing_chunks(data, options.layout, options.channels)
-    if not any(type(x).__module__.startswith("dask")
-               for x in (data, getattr(data, "data", None))):
+    # a Dask array, or an xarray Variable over one: never a numpy array, whose .data is a
+    # memoryview (one of datetime64 pixels cannot be made: its ValueError is no message)
+    if type(data).__module__.startswith("numpy") or not any(
+            type(x).__module__.startswith("dask") for x in (data, getattr(data, "data", None))):
         return data, options, False
     from normstats.engine.dask.images import untouched_source
     from normstats.engine.dask.reduce import is_dask_array

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 import zarr
@@ -91,6 +93,16 @@ def test_non_finite_float_images_are_skipped_and_named(rng):
 def test_wide_integers_are_refused_with_advice():
     with pytest.raises(normstats.IncompatibleImagesError, match="float64"):
         normstats.compute(np.zeros((2, 3, 3), np.int32))
+
+
+@pytest.mark.parametrize("dtype", ["datetime64[s]", "timedelta64[ms]", "U3", "O", "V4"])
+def test_arrays_of_values_that_are_not_numbers_are_one_line(dtype):
+    """A datetime64 array reached numpy's `ValueError: cannot include dtype 'M' in a
+    buffer` (its memoryview was asked for while looking for a Dask array): a normstats
+    bug on the command line. Every non-numeric dtype now names itself."""
+    with pytest.raises(NormstatsError, match=re.escape(f"pixel dtype {np.dtype(dtype)} is not "
+                                                           "numeric")):
+        normstats.compute(np.zeros((2, 3, 3, 3), dtype))
 
 
 def test_channel_names_are_never_guessed(nhwc):
