@@ -45,10 +45,19 @@ def _label(name: str, width: int = 22) -> str:
     return "…" + name[-(width - 1):]
 
 
-def _channel_panel(ax: Any, entries: list[Compared], channel: int, colors: list[str]) -> None:
+def _channel_panel(ax: Any, entries: list[Compared], channel: int, colors: list[str],
+                   columns: list[dict[int, int]]) -> None:
+    """The panel of the first dataset's ``channel``: each dataset's own channel paired with
+    it (``columns``: `paired_channels` per dataset), or "no R" where it has none."""
     positions = np.arange(len(entries))
-    for x, entry, color in zip(positions, entries, colors):
-        stds = None if entry.per_image_std is None else entry.per_image_std[:, channel]
+    for x, entry, color, column in zip(positions, entries, colors, columns):
+        if channel not in column:  # grayscale L against R, say: nothing to compare
+            ax.annotate(f"no {entries[0].stats.channels[channel]}", (x, 0),
+                        textcoords="offset points", xytext=(0, 4), ha="center", va="bottom",
+                        fontsize=8, color="0.3")
+            continue
+        own = column[channel]
+        stds = None if entry.per_image_std is None else entry.per_image_std[:, own]
         if stds is not None and len(stds) > 1 and np.ptp(stds) > 0:
             parts = ax.violinplot(stds, positions=[x], widths=0.7, showextrema=False,
                                   showmeans=True)
@@ -59,14 +68,14 @@ def _channel_panel(ax: Any, entries: list[Compared], channel: int, colors: list[
             parts["cmeans"].set_color(color)
         elif stds is not None and len(stds):
             ax.plot([x - 0.25, x + 0.25], [stds.mean()] * 2, color=color, linewidth=2)
-        pooled = entry.stats.std[channel]
+        pooled = entry.stats.std[own]
         ax.plot([x - 0.38, x + 0.38], [pooled, pooled], color="black", linewidth=2.5,
                 solid_capstyle="butt")
         ax.annotate(f"{pooled:.3f}", (x, pooled), textcoords="offset points", xytext=(0, 4),
                     ha="center", va="bottom", fontsize=8)
         per_image = entry.stats.per_image_std
         if per_image is not None and pooled > 0:  # the table's per-image/pooled ratio
-            ax.annotate(f"ratio {per_image[channel] / pooled:.2f}", (x, 0),
+            ax.annotate(f"ratio {per_image[own] / pooled:.2f}", (x, 0),
                         textcoords="offset points", xytext=(0, 4), ha="center",
                         va="bottom", fontsize=8, color="0.3")
     names = [_label(e.name) for e in entries]
@@ -81,19 +90,22 @@ def _channel_panel(ax: Any, entries: list[Compared], channel: int, colors: list[
 def plot_comparison(entries: list[Compared], path: str | os.PathLike) -> str:
     """Draw the comparison figure to ``path`` (PNG, SVG or PDF by extension).
 
-    One panel per channel: for each dataset, side by side, the distribution of its
-    per-image std (a violin, its mean marked) and its pooled std (a black bar, labelled).
+    One panel per channel of the first dataset: for each dataset, side by side, the
+    distribution of its per-image std in the channel paired with it as in the table
+    (`paired_channels`: by name, else by position) (a violin, its mean marked) and its
+    pooled std (a black bar, labelled); "no R" for a dataset without such a channel.
 
     Raises
     ------
     NormstatsError
-        When matplotlib is missing (install ``normstats[plot]``), or the datasets have
-        different channel counts.
+        When matplotlib is missing (install ``normstats[plot]``).
     """
+    from normstats.analyses.compare import paired_channels  # loaded: it called this
+
     channels = len(entries[0].stats.channels)
-    if any(len(e.stats.channels) != channels for e in entries):
-        raise NormstatsError("cannot plot datasets with different channel counts together: "
-                             + ", ".join(f"{e.name} {len(e.stats.channels)}" for e in entries))
+    columns = [{i: j for j, i in enumerate(paired_channels(entries[0].stats.channels,
+                                                          e.stats.channels)) if i is not None}
+               for e in entries]
     plt = require_matplotlib()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -104,7 +116,7 @@ def plot_comparison(entries: list[Compared], path: str | os.PathLike) -> str:
                              squeeze=False)
     try:
         for c in range(channels):
-            _channel_panel(axes[0, c], entries, c, colors)
+            _channel_panel(axes[0, c], entries, c, colors, columns)
         axes[0, 0].set_ylabel(f"std (pixel values / {entries[0].stats.scale:g})")
         top = max(max(e.stats.std) for e in entries)
         top = max([top] + [float(e.per_image_std.max()) for e in entries

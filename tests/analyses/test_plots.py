@@ -64,6 +64,8 @@ SPREAD = Compared("a", _stats((0.25, 0.5), (0.125, 0.25)),
                   per_image_std=np.array([[0.1, 0.2], [0.3, 0.4], [0.2, 0.6]]))
 FLAT = Compared("flat", _stats((0.5, 0.0), (0.25, 0.0)), per_image_std=np.full((2, 2), 0.25))
 NONE = Compared("vectors", _stats((0.75, 1.0)))
+#: Each dataset's own channel for the first's channels 0 and 1: the same ones.
+SAME = [{0: 0, 1: 1}]
 
 
 def test_long_names_keep_their_end() -> None:
@@ -75,7 +77,7 @@ def test_long_names_keep_their_end() -> None:
 
 def test_a_panel_draws_a_violin_or_a_mean_line_and_the_pooled_bar() -> None:
     log: list[Call] = []
-    _channel_panel(Recorder(log), [SPREAD, FLAT, NONE], 1, ["C0", "C1", "C2"])
+    _channel_panel(Recorder(log), [SPREAD, FLAT, NONE], 1, ["C0", "C1", "C2"], SAME * 3)
     assert log == [
         ("violinplot", ([0.2, 0.4, 0.6],), {"positions": [0], "widths": 0.7,
                                             "showextrema": False, "showmeans": True}),
@@ -109,7 +111,7 @@ def test_one_image_gets_a_line_and_long_names_are_tilted() -> None:
                       per_image_std=np.array([[0.25, 0.125]]))
     empty = Compared("e", _stats((0.5, 0.5)), per_image_std=np.zeros((0, 2)))
     log: list[Call] = []
-    _channel_panel(Recorder(log), [single, empty], 0, ["C0", "C1"])
+    _channel_panel(Recorder(log), [single, empty], 0, ["C0", "C1"], SAME * 2)
     names = [name for name, _, _ in log]
     assert names.count("violinplot") == 0 and log[0] == (
         "plot", ([-0.25, 0.25], [0.25, 0.25]), {"color": "C0", "linewidth": 2})
@@ -120,11 +122,11 @@ def test_one_image_gets_a_line_and_long_names_are_tilted() -> None:
     assert log[-3] == ("set_xlim", (-0.6, 1.6), {})
     ten = Compared("ten-chars!", _stats((0.5, 0.5)))
     log.clear()
-    _channel_panel(Recorder(log), [ten], 0, ["C0"])
+    _channel_panel(Recorder(log), [ten], 0, ["C0"], SAME * 1)
     assert log[-4][2] == {"rotation": 0, "ha": "center", "fontsize": 8}
     eleven = Compared("eleven-char", _stats((0.5, 0.5)))
     log.clear()
-    _channel_panel(Recorder(log), [eleven], 0, ["C0"])
+    _channel_panel(Recorder(log), [eleven], 0, ["C0"], SAME * 1)
     assert log[-4][2] == {"rotation": 15, "ha": "right", "fontsize": 8}
 
 
@@ -132,12 +134,12 @@ def test_two_images_that_differ_make_a_violin() -> None:
     pair = Compared("p", _stats((0.5, 0.5), (0.25, 0.25)),
                     per_image_std=np.array([[0.125, 0.25], [0.375, 0.25]]))
     log: list[Call] = []
-    _channel_panel(Recorder(log), [pair], 0, ["C0"])
+    _channel_panel(Recorder(log), [pair], 0, ["C0"], SAME * 1)
     assert log[0] == ("violinplot", ([0.125, 0.375],), {"positions": [0], "widths": 0.7,
                                                         "showextrema": False,
                                                         "showmeans": True})
     log.clear()
-    _channel_panel(Recorder(log), [pair], 1, ["C0"])  # the same std twice: a line
+    _channel_panel(Recorder(log), [pair], 1, ["C0"], SAME * 1)  # the same std twice: a line
     assert log[0] == ("plot", ([-0.25, 0.25], [0.25, 0.25]), {"color": "C0", "linewidth": 2})
 
 
@@ -222,14 +224,38 @@ def test_the_figure_is_closed_when_drawing_fails(tmp_path: Path,
     assert pyplot.log[-1] == ("close", (True,), {})
 
 
-def test_datasets_with_different_channel_counts_are_refused_before_drawing(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plots, "require_matplotlib", lambda: pytest.fail("drawn"))
+def test_each_panel_shows_the_channel_the_table_pairs_with_it_or_none() -> None:
+    """The figure paired channels by position and refused other channel counts, while
+    the table pairs them by name: BGR data against RGB showed B's spread in the R panel.
+    Now a panel of the first dataset's channel draws each dataset's channel of that name
+    (else the one at its position), and "no R" where a dataset has none (grey L beside R)."""
+    swapped = Compared("swapped", _stats((0.5, 0.25), channels=("G", "R")),
+                       per_image_std=np.array([[0.4, 0.1], [0.6, 0.2]]))
+    gray = Compared("gray", _stats((0.75,), channels=("L",)), per_image_std=np.full((2, 1), 0.5))
+    for entries, channel, expected in (((SPREAD, swapped), 0, 0.25), ((SPREAD, swapped), 1, 0.5)):
+        log: list[Call] = []
+        columns = [{0: 0, 1: 1}, {0: 1, 1: 0}]
+        _channel_panel(Recorder(log), list(entries), channel, ["C0", "C1"], columns)
+        bars = [call for call in log if call[0] == "plot" and call[2].get("color") == "black"]
+        assert bars[1][1][1] == [expected, expected]  # swapped's own channel of that name
+    log = []
+    _channel_panel(Recorder(log), [SPREAD, gray], 0, ["C0", "C1"], [{0: 0, 1: 1}, {}])
+    assert ("annotate", ("no R", (1, 0)), {"textcoords": "offset points", "xytext": (0, 4),
+                                           "ha": "center", "va": "bottom", "fontsize": 8,
+                                           "color": "0.3"}) in log
+    assert not any(call[0] == "plot" and call[1][0][0] > 0.5 for call in log)  # nothing at 1
+
+
+def test_the_figure_pairs_channels_as_the_table_does(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    drawn: list[tuple[int, list[dict[int, int]]]] = []
+    monkeypatch.setattr(plots, "_channel_panel", lambda ax, entries, channel, colors, columns:
+                        drawn.append((channel, columns)))
+    swapped = Compared("swapped", _stats((0.5, 0.25), channels=("G", "R")))
     gray = Compared("gray", _stats((0.5,), channels=("L",)))
-    with pytest.raises(NormstatsError) as caught:
-        plot_comparison([SPREAD, gray, FLAT], "x.png")
-    assert str(caught.value) == ("cannot plot datasets with different channel counts "
-                                 "together: a 2, gray 1, flat 2")
+    plot_comparison([SPREAD, swapped, gray], tmp_path / "x.png")
+    assert drawn == [(0, [{0: 0, 1: 1}, {0: 1, 1: 0}, {}]),
+                     (1, [{0: 0, 1: 1}, {0: 1, 1: 0}, {}])]
 
 
 def test_a_real_png_through_the_agg_backend(tmp_path: Path) -> None:
