@@ -406,7 +406,10 @@ class Comparison:
         """Draw the comparison figure to ``path`` (`normstats.analyses.plots`)."""
         from normstats.analyses.plots import plot_comparison  # matplotlib: only when drawn
 
-        return plot_comparison(list(self.entries), path)
+        first = self.entries[0].stats.channels
+        columns = [{i: j for j, i in enumerate(paired_channels(first, e.stats.channels))
+                    if i is not None} for e in self.entries]
+        return plot_comparison(list(self.entries), path, columns)
 
     def __str__(self) -> str:
         return render_comparison(list(self.entries))

@@ -87,25 +87,23 @@ def _channel_panel(ax: Any, entries: list[Compared], channel: int, colors: list[
     ax.grid(axis="y", alpha=0.3)
 
 
-def plot_comparison(entries: list[Compared], path: str | os.PathLike) -> str:
+def plot_comparison(entries: list[Compared], path: str | os.PathLike,
+                    columns: list[dict[int, int]]) -> str:
     """Draw the comparison figure to ``path`` (PNG, SVG or PDF by extension).
 
     One panel per channel of the first dataset: for each dataset, side by side, the
     distribution of its per-image std in the channel paired with it as in the table
-    (`paired_channels`: by name, else by position) (a violin, its mean marked) and its
+    (`normstats.analyses.compare.paired_channels`: by name, else by position) (a violin,
+    its mean marked) and its
     pooled std (a black bar, labelled); "no R" for a dataset without such a channel.
+    ``columns`` holds, per dataset, the first dataset's channel -> its own.
 
     Raises
     ------
     NormstatsError
         When matplotlib is missing (install ``normstats[plot]``).
     """
-    from normstats.analyses.compare import paired_channels  # loaded: it called this
-
     channels = len(entries[0].stats.channels)
-    columns = [{i: j for j, i in enumerate(paired_channels(entries[0].stats.channels,
-                                                          e.stats.channels)) if i is not None}
-               for e in entries]
     plt = require_matplotlib()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch

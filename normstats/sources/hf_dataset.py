@@ -119,8 +119,8 @@ def _array_column(dataset: Any, options: ReadOptions) -> ArraySource | MappedSou
         raise NormstatsError(f"{column.null_count:,} rows have no value: filter them out "
                              "first (dataset.filter)", path=where)
     flat, shapes = _nested_rows(column, depth, dtype, where)
-    uniform = len(shapes) and (shapes == shapes[0]).all()
-    if depth == 1 and not uniform:
+    uniform = len(shapes) > 0 and bool((shapes == shapes[0]).all())
+    if depth == 1 and len(shapes) and not uniform:
         raise NormstatsError(f"rows of {shapes.min()} to {shapes.max()} values: one list a "
                              "row is a vector, and vectors are read as one (N, d) array of "
                              "one length", path=where)

@@ -597,9 +597,10 @@ def test_a_comparison_holds_its_rows_differences_json_and_plot(tmp_path, monkeyp
 
     drawn = []
     monkeypatch.setattr(plots, "plot_comparison",
-                        lambda entries, path: drawn.append((entries, path)) or "drawn")
+                        lambda entries, path, columns: drawn.append((entries, path, columns))
+                        or "drawn")
     assert comparison.plot(tmp_path / "x.png") == "drawn"
-    assert drawn == [([FIRST, SECOND], tmp_path / "x.png")]
+    assert drawn == [([FIRST, SECOND], tmp_path / "x.png", [{0: 0, 1: 1}, {0: 0, 1: 1}])]
 
 
 def test_compare_names_and_computes_each_dataset() -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from normstats.analyses import plots
-from normstats.analyses.compare import Compared
+from normstats.analyses.compare import Compared, Comparison
 from normstats.analyses.plots import _channel_panel, _label, plot_comparison
 from normstats.errors import NormstatsError
 from normstats.results.stats import DatasetStats
@@ -165,7 +165,7 @@ class Pyplot:
 def _drawn(entries: list[Compared], path: Any, monkeypatch: pytest.MonkeyPatch) -> list[Call]:
     pyplot = Pyplot()
     monkeypatch.setattr(plots, "require_matplotlib", lambda: pyplot)
-    assert plot_comparison(entries, path) == str(path)
+    assert plot_comparison(entries, path, SAME * len(entries)) == str(path)
     return pyplot.log
 
 
@@ -220,7 +220,7 @@ def test_the_figure_is_closed_when_drawing_fails(tmp_path: Path,
         raise OSError("disk full")
     monkeypatch.setattr(plots, "_channel_panel", failing)
     with pytest.raises(OSError, match="disk full"):
-        plot_comparison([SPREAD], tmp_path / "x.png")
+        plot_comparison([SPREAD], tmp_path / "x.png", SAME)
     assert pyplot.log[-1] == ("close", (True,), {})
 
 
@@ -249,18 +249,19 @@ def test_each_panel_shows_the_channel_the_table_pairs_with_it_or_none() -> None:
 def test_the_figure_pairs_channels_as_the_table_does(monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
     drawn: list[tuple[int, list[dict[int, int]]]] = []
+    monkeypatch.setattr(plots, "require_matplotlib", Pyplot)
     monkeypatch.setattr(plots, "_channel_panel", lambda ax, entries, channel, colors, columns:
                         drawn.append((channel, columns)))
     swapped = Compared("swapped", _stats((0.5, 0.25), channels=("G", "R")))
     gray = Compared("gray", _stats((0.5,), channels=("L",)))
-    plot_comparison([SPREAD, swapped, gray], tmp_path / "x.png")
+    Comparison((SPREAD, swapped, gray)).plot(tmp_path / "x.png")
     assert drawn == [(0, [{0: 0, 1: 1}, {0: 1, 1: 0}, {}]),
                      (1, [{0: 0, 1: 1}, {0: 1, 1: 0}, {}])]
 
 
 def test_a_real_png_through_the_agg_backend(tmp_path: Path) -> None:
     out = tmp_path / "real.png"
-    plot_comparison([SPREAD, FLAT, NONE], out)
+    plot_comparison([SPREAD, FLAT, NONE], out, SAME * 3)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     import matplotlib
 
