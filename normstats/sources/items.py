@@ -30,7 +30,8 @@ from normstats.maths.records import default_channel_names
 from normstats.sources.decoding.pillow_pixels import decoded_channel_names, pixels_under_mode
 from normstats.sources.decoding.policy import MODE_CHANNELS, DecodedImage
 
-__all__ = ["item_pixels", "batch_items", "image_layout", "array_of_lists", "IMAGE_KEYS"]
+__all__ = ["item_pixels", "batch_items", "image_layout", "array_of_lists", "tensor_pixels",
+           "IMAGE_KEYS"]
 
 #: Keys a dict item's image is looked up under when ``image_key`` is not given.
 IMAGE_KEYS = ("image", "img", "pixel_values", "pixels", "x", "input")
@@ -59,7 +60,7 @@ def item_pixels(item: Any, layout: str | None = None, mode: str = "keep",
             "object's items are images (arrays, tensors, PIL images); image files are read "
             "from a folder or a list of their paths, e.g. compute(sorted(paths))")
     if type(item).__module__.startswith("torch"):
-        pixels = _tensor_pixels(item)
+        pixels = tensor_pixels(item)
     else:
         pixels = np.asarray(item)
         if isinstance(item, list | tuple):
@@ -138,9 +139,16 @@ def array_of_lists(data: list | tuple) -> np.ndarray | None:
     return pixels
 
 
-def _tensor_pixels(tensor: Any) -> np.ndarray:
+def tensor_pixels(tensor: Any) -> np.ndarray:
     """A torch tensor's values as numpy, on the CPU; bfloat16 becomes float32 (exactly:
-    numpy has no bfloat16)."""
+    numpy has no bfloat16).
+
+    Examples
+    --------
+    >>> import torch
+    >>> tensor_pixels(torch.ones(2, 3, dtype=torch.bfloat16)).dtype
+    dtype('float32')
+    """
     try:
         tensor = tensor.detach().cpu()
         if str(tensor.dtype) == "torch.bfloat16":

@@ -21,7 +21,7 @@ from normstats.sources.decoding.file_read import not_a_dataset_path
 from normstats.sources.decoding.policy import MODE_CHANNELS
 from normstats.sources.decoding.transforms import transformed_source
 from normstats.sources.folder import FolderSource
-from normstats.sources.items import array_of_lists
+from normstats.sources.items import array_of_lists, tensor_pixels
 from normstats.sources.labelled import unlabelled
 from normstats.sources.options import ReadArguments, ReadOptions, read_options
 from normstats.sources.path_patterns import (
@@ -84,7 +84,8 @@ def _open(data: Any, options: ReadOptions) -> Source | IterableSource:
         raise NormstatsError(
             f"cannot compute statistics of a {type(data).__name__} object: pass a path as a "
             "str (os.fsdecode(path) for a bytes path), or images decoded into arrays")
-    if options.batched and (isinstance(data, str | os.PathLike | np.ndarray)
+    tensor = type(data).__module__.startswith("torch") and hasattr(data, "detach")
+    if options.batched and (isinstance(data, str | os.PathLike | np.ndarray) or tensor
                             or _is_path_list(data) or _is_array_like(data)):
         raise InvalidOptionError(f"batched=True is for iterables whose items are batches of "
                                  f"images; a {type(data).__name__} is read as it is")
@@ -106,6 +107,8 @@ def _open(data: Any, options: ReadOptions) -> Source | IterableSource:
         return _fitting(_open_path(path, options), options)
     if isinstance(data, list) and (pixels := array_of_lists(data)) is not None:
         data = pixels  # images as nested lists of numbers: the array numpy makes of them
+    if tensor:
+        data = tensor_pixels(data)  # a stack of images: read as the array it holds
     if isinstance(data, np.ndarray) or _is_array_like(data):
         return ArraySource(data, layout=options.layout, channel_names=options.channels,
                            allow_missing_chunks=options.allow_missing_chunks,

@@ -172,3 +172,18 @@ def test_the_same_pixels_give_bit_identical_statistics_however_they_come(shard, 
                  DataLoader(_Stream(tensors), batch_size=3), _pipeline(shard),
                  wds.WebLoader(_pipeline(shard).batched(16), batch_size=None)):
         assert result(data) == reference
+
+
+def test_a_stacked_tensor_is_read_as_the_array_it_holds(stack):
+    """A (N, C, H, W) tensor was iterated image by image, 6x slower than its numpy array
+    (50,000 CIFAR-sized images: 2.1 s against 0.33 s) and reported as "iterable Tensor,
+    PIL images as RGB". It is now read as its array: the same bits, NCHW, and batched=True,
+    which would iterate it, is refused as for an array."""
+    tensors = _nchw(stack)
+    stats = normstats.compute(tensors)
+    assert numbers(stats) == numbers(normstats.compute(stack))
+    assert stats.mode == "NCHW" and stats.source.startswith(f"array {tuple(tensors.shape)}")
+    assert numbers(normstats.compute(tensors.to(torch.bfloat16))) == \
+        numbers(normstats.compute(tensors.to(torch.bfloat16).float().numpy(), layout="NCHW"))
+    with pytest.raises(normstats.InvalidOptionError, match="a Tensor is read as it is"):
+        normstats.compute(tensors, batched=True)
