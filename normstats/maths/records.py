@@ -254,6 +254,8 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
                               cross_sums=integer_cross_sums(stack) if cross else None)
     if not np.issubdtype(stack.dtype, np.floating):
         raise IncompatibleImagesError(f"unsupported pixel dtype {stack.dtype}")
+    if stack.dtype.itemsize > 8:  # the float64 arithmetic below would round them silently
+        raise IncompatibleImagesError(f"{stack.dtype} {LONG_DOUBLE_REASON}")
     bounds = np.abs(np.concatenate([low.ravel(), high.ravel()]))
     if (bounds[np.isfinite(bounds)] > FLOAT_LIMIT).any():  # NaN and inf are named elsewhere
         raise IncompatibleImagesError(TOO_LARGE_REASON)
@@ -265,6 +267,9 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
 #: Float pixels beyond this magnitude would overflow float64 when their squares are summed
 #: (2**480 squared is 2**960, leaving room for sums over any image).
 FLOAT_LIMIT = 2.0**480
+#: Why float128 images are refused (after their dtype), and how to accept the rounding.
+LONG_DOUBLE_REASON = ("(long double) values would be rounded to float64: convert them to "
+                      "float64 yourself, x.astype(np.float64), to accept the rounding")
 #: Why an image holding NaN or infinity is skipped, and how to keep its other values.
 NON_FINITE = "contains NaN or infinite values"
 NAN_HINT = ("an image holding NaN is skipped whole; nodata=nan (--nodata nan) on a file or "

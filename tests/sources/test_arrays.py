@@ -1,5 +1,6 @@
 import re
 
+import dask.array as da
 import numpy as np
 import pytest
 import zarr
@@ -103,6 +104,24 @@ def test_arrays_of_values_that_are_not_numbers_are_one_line(dtype):
     with pytest.raises(NormstatsError, match=re.escape(f"pixel dtype {np.dtype(dtype)} is not "
                                                            "numeric")):
         normstats.compute(np.zeros((2, 3, 3, 3), dtype))
+
+
+def test_long_double_values_are_refused_rather_than_rounded():
+    """float128 pixels and vectors were read through float64, so 1 and 1 + 2**-60 gave std
+    0 instead of 2**-61, without a word. Every path (images, masked, nodata, vectors, Dask)
+    refuses them, naming the conversion that accepts the rounding."""
+    images = np.ones((2, 2, 2, 1), np.longdouble)
+    images[1] += np.longdouble(2) ** -60
+    assert images[1, 0, 0, 0] != 1  # this platform's long double holds the difference
+    vectors = np.ones((4, 2), np.longdouble)
+    vectors[0] += np.longdouble(2) ** -60
+    for data, options in ((images, {}), (np.ma.masked_array(images, mask=False), {}),
+                          (images, {"nodata": 0}), (vectors, {}),
+                          (da.from_array(images, chunks=1), {})):
+        with pytest.raises(normstats.IncompatibleImagesError, match=r"^float128 \(long double\) "
+                           r"values would be rounded to float64: .*x\.astype\(np\.float64\)"):
+            normstats.compute(data, **options)
+    assert normstats.compute(images.astype(np.float64)).std == (0.0,)  # the rounding, asked
 
 
 def test_channel_names_are_never_guessed(nhwc):
