@@ -246,9 +246,7 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
                   minimum=low, maximum=high)
     if stack.dtype == np.bool_ or np.issubdtype(stack.dtype, np.integer):
         if stack.dtype.itemsize * 8 > MAX_INTEGER_BITS:
-            raise IncompatibleImagesError(
-                f"{stack.dtype} images are not supported exactly (at most 16-bit integers); "
-                "convert them to float64 for float statistics")
+            raise IncompatibleImagesError(f"{stack.dtype} {WIDE_INTEGERS_REASON}")
         sums, sums_sq = integer_sums(stack)
         return IntegerRecords(**common, sums=sums, sums_sq=sums_sq,
                               cross_sums=integer_cross_sums(stack) if cross else None)
@@ -267,6 +265,11 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
 #: Float pixels beyond this magnitude would overflow float64 when their squares are summed
 #: (2**480 squared is 2**960, leaving room for sums over any image).
 FLOAT_LIMIT = 2.0**480
+#: Why integer images wider than 16 bits are refused (after their dtype), and what to do.
+WIDE_INTEGERS_REASON = ("images are not supported exactly (at most 16-bit integers); convert "
+                        "them to the type that holds their values, exactly (x.astype(np.uint8) "
+                        "for 0 to 255, np.uint16 to 65535: check x.min() and x.max() first), "
+                        "or to float64 for float statistics")
 #: Why float128 images are refused (after their dtype), and how to accept the rounding.
 LONG_DOUBLE_REASON = ("(long double) values would be rounded to float64: convert them to "
                       "float64 yourself, x.astype(np.float64), to accept the rounding")

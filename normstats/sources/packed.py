@@ -19,6 +19,7 @@ import numpy as np
 
 from normstats.errors import IncompatibleImagesError, NormstatsError
 from normstats.maths.image_moments import MAX_INTEGER_BITS
+from normstats.maths.records import WIDE_INTEGERS_REASON
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Task
 from normstats.sources.decoding.file_read import open_regular
@@ -151,9 +152,7 @@ class PackedSource(ArraySource):
             raise type(error)(error.reason, path) from None
         if self.kind == "images" and self.array.dtype.kind in "iu" and \
                 self.array.dtype.itemsize * 8 > MAX_INTEGER_BITS:  # said before any task
-            raise IncompatibleImagesError(f"{self.array.dtype} images are not supported "
-                                          "exactly (at most 16-bit integers); convert them "
-                                          "to float64 for float statistics", path)
+            raise IncompatibleImagesError(f"{self.array.dtype} {WIDE_INTEGERS_REASON}", path)
         self.path = path
         self.description = path
         self.mode = mode

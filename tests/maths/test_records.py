@@ -92,7 +92,9 @@ def test_per_image_variance_is_the_exact_value_rounded_once(rng, dtype, shape):
 
 @pytest.mark.parametrize("stack, message", [
     (np.zeros((1, 1, 1, 1), np.int32), "int32 images are not supported exactly (at most 16-bit "
-     "integers); convert them to float64 for float statistics"),
+     "integers); convert them to the type that holds their values, exactly (x.astype(np.uint8) "
+     "for 0 to 255, np.uint16 to 65535: check x.min() and x.max() first), or to float64 for "
+     "float statistics"),
     (np.zeros((1, 1, 1, 1), "datetime64[s]"), "unsupported pixel dtype datetime64[s]"),
     (np.full((1, 1, 2, 1), -(2.0**481)), "float values beyond ±3.12e+144: their squares "
      "overflow float64; divide the data by a power of two first (the statistics scale with "
