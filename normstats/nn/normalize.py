@@ -131,6 +131,7 @@ class Normalize:
         self.threads = int(threads)
         self._luts: dict[np.dtype, np.ndarray] = {}
         self._raw_floats_said = False
+        self._wide_integers_said = False
 
     @classmethod
     def from_stats(
@@ -204,6 +205,7 @@ class Normalize:
         x, single = self._as_nhwc(x, input_layout)
         batch = self._check_input(x)
         self._say_raw_floats(batch)
+        self._say_narrow_wide_integers(batch)
         shape = _output_shape(batch.shape, self.layout)[1:] if single else \
             _output_shape(batch.shape, self.layout)
         if out is None:
@@ -276,6 +278,23 @@ class Normalize:
                         "[0, 1]: float input is taken as already divided (as ToTensor gives "
                         "it), and these look like raw 0-255 values; divide them first, or "
                         "build the Normalize with scale=255", top)
+
+    def _say_narrow_wide_integers(self, batch: np.ndarray) -> None:
+        """Say once when 32- or 64-bit integer input holds 8- or 16-bit values: integers are
+        divided by their dtype's maximum (as torchvision's ``convert_image_dtype`` does), so
+        pixels 0-255 held as int64 (``torch.tensor`` of a list, ``np.array(image,
+        dtype=int)``) would all normalize to about -mean/std without a word."""
+        if self._wide_integers_said or batch.dtype.kind not in "iu" or \
+                batch.dtype.itemsize < 4 or self.scale is not None or not batch.size:
+            return
+        top = int(np.max(batch))
+        if top <= np.iinfo(np.uint16).max:
+            self._wide_integers_said = True
+            log.warning("normstats: %s pixels up to %d given to Normalize: integer input is "
+                        "divided by its dtype's maximum (%g), so these all normalize to "
+                        "about -mean/std; convert them to the type of their values first "
+                        "(x.astype(np.uint8) for 0-255), or build the Normalize with "
+                        "scale=255", batch.dtype, top, float(np.iinfo(batch.dtype).max))
 
     def _run(self, batch: np.ndarray, out: np.ndarray) -> None:
         one = self._one_lut if batch.dtype in _LUT_DTYPES else self._one_float

@@ -271,6 +271,31 @@ def test_raw_0_255_floats_are_said_once(caplog) -> None:
     assert caplog.records == []
 
 
+def test_0_255_pixels_held_as_64_bit_integers_are_said_once(caplog) -> None:
+    """Integer input is divided by its dtype's maximum, so pixels 0-255 held as int64 all
+    normalized to about -mean/std without a word (max 1.696 against 1.724 for the same
+    pixels as uint8). One line says so, once per Normalize; uint8, an explicit scale and
+    int64 values beyond 16 bits say nothing."""
+    image = np.random.default_rng(13).integers(0, 256, (2, 5, 4, 3), dtype=np.uint8)
+    wide = image.astype(np.int64)
+    norm = Normalize(MEAN, STD)
+    with caplog.at_level("WARNING", logger="normstats.nn"):
+        norm(wide)
+        norm(wide)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"normstats: int64 pixels up to {int(image.max())} given to Normalize: integer input "
+        "is divided by its dtype's maximum (9.22337e+18), so these all normalize to about "
+        "-mean/std; convert them to the type of their values first (x.astype(np.uint8) for "
+        "0-255), or build the Normalize with scale=255"]
+    np.testing.assert_array_equal(Normalize(MEAN, STD, scale=255.0)(wide), norm(image))
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="normstats.nn"):
+        Normalize(MEAN, STD)(image)
+        Normalize(MEAN, STD, scale=255.0)(wide)
+        Normalize(MEAN, STD)(wide << 40)
+    assert caplog.records == []
+
+
 def test_channels_first_input_is_refused_naming_the_way_out() -> None:
     with pytest.raises(NormstatsError, match=r"got shape \(2, 3, 4, 5\): channels first\? "
                        r"Move them last \(x.transpose\(0, 2, 3, 1\) for NCHW\), or normalize "
