@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -248,52 +249,43 @@ def test_float_input_is_taken_as_already_in_0_1_like_to_tensor() -> None:
     assert ulps(Normalize(MEAN, STD, scale=255.0)(raw_float), norm(image)).max() <= 1
 
 
-def test_raw_0_255_floats_are_said_once(caplog) -> None:
-    """``image.astype(np.float32)`` under constants in [0, 1] came out ~255 times too large
-    without a word: one line says so, once per Normalize; floats in [0, 1], an explicit
-    scale and constants in raw units say nothing."""
+@pytest.mark.parametrize("held_as", [np.float32, np.int64])
+def test_pixels_normalize_would_misread_are_said_once(caplog, held_as) -> None:
+    """Raw 0-255 pixels held as float32 (``image.astype(np.float32)``) came out ~255 times
+    too large under constants in [0, 1]; held as int64 (``torch.tensor`` of a list), they
+    are divided by int64's maximum and all came out about -mean/std (max 1.696 against
+    1.724 as uint8). Both without a word: one line now says so, once per Normalize, and
+    with scale=255 the output is the uint8 one. Floats in [0, 1], uint8, an explicit scale,
+    floats under constants in raw units and int64 values beyond 16 bits say nothing."""
     image = np.random.default_rng(12).integers(0, 256, (2, 5, 4, 3), dtype=np.uint8)
-    raw = image.astype(np.float32)
+    given = image.astype(held_as)
     norm = Normalize(MEAN, STD)
-    with caplog.at_level("WARNING", logger="normstats.nn"):
-        norm(raw)
-        norm(raw)
-    top = float(raw.max())
-    assert [r.getMessage() for r in caplog.records] == [
-        f"normstats: float pixels up to {top:g} given to Normalize of constants in [0, 1]: "
-        "float input is taken as already divided (as ToTensor gives it), and these look like "
-        "raw 0-255 values; divide them first, or build the Normalize with scale=255"]
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="normstats.nn"):
-        Normalize(MEAN, STD)(raw / 255)
-        Normalize(MEAN, STD, scale=255.0)(raw)
-        Normalize((123.7, 116.3, 103.5), (58.4, 57.1, 57.4))(raw)
-    assert caplog.records == []
-
-
-def test_0_255_pixels_held_as_64_bit_integers_are_said_once(caplog) -> None:
-    """Integer input is divided by its dtype's maximum, so pixels 0-255 held as int64 all
-    normalized to about -mean/std without a word (max 1.696 against 1.724 for the same
-    pixels as uint8). One line says so, once per Normalize; uint8, an explicit scale and
-    int64 values beyond 16 bits say nothing."""
-    image = np.random.default_rng(13).integers(0, 256, (2, 5, 4, 3), dtype=np.uint8)
-    wide = image.astype(np.int64)
-    norm = Normalize(MEAN, STD)
-    with caplog.at_level("WARNING", logger="normstats.nn"):
-        norm(wide)
-        norm(wide)
-    assert [r.getMessage() for r in caplog.records] == [
+    said = {np.float32: (
+        f"normstats: float pixels up to {float(image.max()):g} given to Normalize of constants "
+        "in [0, 1]: float input is taken as already divided (as ToTensor gives it), and these "
+        "look like raw 0-255 values; divide them first, or build the Normalize with scale=255"),
+        np.int64: (
         f"normstats: int64 pixels up to {int(image.max())} given to Normalize: integer input "
         "is divided by its dtype's maximum (9.22337e+18), so these all normalize to about "
         "-mean/std; convert them to the type of their values first (x.astype(np.uint8) for "
-        "0-255), or build the Normalize with scale=255"]
-    np.testing.assert_array_equal(Normalize(MEAN, STD, scale=255.0)(wide), norm(image))
+        "0-255), or build the Normalize with scale=255")}[held_as]
+    assert _said(caplog, lambda: norm(given), lambda: norm(given)) == [said]
+    assert ulps(Normalize(MEAN, STD, scale=255.0)(given), norm(image)).max() <= 1
+    raw_units = Normalize((123.7, 116.3, 103.5), (58.4, 57.1, 57.4))  # floats as they are
+    assert _said(caplog, lambda: Normalize(MEAN, STD)(image),
+                 lambda: Normalize(MEAN, STD)(image / np.float32(255)),
+                 lambda: Normalize(MEAN, STD, scale=255.0)(given),
+                 lambda: raw_units(image.astype(np.float32)),
+                 lambda: Normalize(MEAN, STD)(image.astype(np.int64) << 40)) == []
+
+
+def _said(caplog: pytest.LogCaptureFixture, *calls: Callable[[], object]) -> list[str]:
+    """The lines normstats.nn logged while ``calls`` ran, in order."""
     caplog.clear()
     with caplog.at_level("WARNING", logger="normstats.nn"):
-        Normalize(MEAN, STD)(image)
-        Normalize(MEAN, STD, scale=255.0)(wide)
-        Normalize(MEAN, STD)(wide << 40)
-    assert caplog.records == []
+        for call in calls:
+            call()
+    return [record.getMessage() for record in caplog.records]
 
 
 def test_channels_first_input_is_refused_naming_the_way_out() -> None:
