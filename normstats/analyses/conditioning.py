@@ -32,7 +32,7 @@ import numpy as np
 
 from normstats.errors import EmptyDatasetError, InvalidOptionError, UnreadableInputError
 from normstats.maths.whitening import condition_number, covariance_conditions
-from normstats.results.text_report import counted
+from normstats.results.text_report import counted, numbered
 from normstats.sources.zarr_chunks import holes_in
 
 __all__ = ["SecondMoments", "Conditioning", "conditioning", "condition_number",
@@ -215,8 +215,7 @@ def conditioning(x: np.ndarray) -> Conditioning:
 def render_conditioning(result: Conditioning, source: str = "") -> str:
     """A short text report: the three condition numbers and what they mean."""
     return "\n".join([
-        f"normstats conditioning: {source or 'vectors'} ({result.vectors:,} "
-        f"vector{'' if result.vectors == 1 else 's'}, "
+        f"normstats conditioning: {source or 'vectors'} ({numbered(result.vectors, 'vector')}, "
         f"{result.features} features)",
         "  condition number of the second-moment matrix XᵀX/n (the least-squares Hessian):",
         f"    raw features         {result.raw:12.4g}",

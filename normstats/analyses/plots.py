@@ -92,11 +92,11 @@ def plot_comparison(entries: list[Compared], path: str | os.PathLike,
     """Draw the comparison figure to ``path`` (PNG, SVG or PDF by extension).
 
     One panel per channel of the first dataset: for each dataset, side by side, the
-    distribution of its per-image std in the channel paired with it as in the table
-    (`normstats.analyses.compare.paired_channels`: by name, else by position) (a violin,
-    its mean marked) and its
-    pooled std (a black bar, labelled); "no R" for a dataset without such a channel.
-    ``columns`` holds, per dataset, the first dataset's channel -> its own.
+    distribution of its per-image std (a violin, its mean marked) and its pooled std (a
+    black bar, labelled), in its channel paired with that one as in the table
+    (`normstats.analyses.compare.paired_channels`: by name, else by position); "no R" for
+    a dataset without such a channel. ``columns`` holds, per dataset, the first dataset's
+    channel -> its own.
 
     Raises
     ------

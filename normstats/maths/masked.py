@@ -34,11 +34,11 @@ from normstats.errors import IncompatibleImagesError
 from normstats.maths.image_moments import MAX_INTEGER_BITS, integer_sums
 from normstats.maths.records import (
     FLOAT_LIMIT,
-    LONG_DOUBLE_REASON,
     FloatRecords,
     IntegerRecords,
     Records,
     default_channel_names,
+    refuse_long_double,
 )
 
 __all__ = ["masked_records", "valid_values", "nodata_applies", "MaskedRows", "RASTER_DTYPES",
@@ -142,8 +142,7 @@ def masked_records(stack: np.ndarray, *, nodata: float | None = None,
     kind = stack.dtype
     if kind == np.bool_ or (kind.kind in "iu" and kind.itemsize * 8 <= MAX_INTEGER_BITS):
         return _integer_records(stack, nodata, mask, common)
-    if kind.kind == "f" and kind.itemsize > 8:  # float64 moments would round them
-        raise IncompatibleImagesError(f"{kind} {LONG_DOUBLE_REASON}")
+    refuse_long_double(kind)
     if kind.kind in "iu" and kind.itemsize == 4 or kind.kind == "f":
         return _float_records(stack, nodata, mask, common)
     raise IncompatibleImagesError(f"{kind} pixels have no statistics here (bands of "

@@ -252,8 +252,7 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
                               cross_sums=integer_cross_sums(stack) if cross else None)
     if not np.issubdtype(stack.dtype, np.floating):
         raise IncompatibleImagesError(f"unsupported pixel dtype {stack.dtype}")
-    if stack.dtype.itemsize > 8:  # the float64 arithmetic below would round them silently
-        raise IncompatibleImagesError(f"{stack.dtype} {LONG_DOUBLE_REASON}")
+    refuse_long_double(stack.dtype)
     bounds = np.abs(np.concatenate([low.ravel(), high.ravel()]))
     if (bounds[np.isfinite(bounds)] > FLOAT_LIMIT).any():  # NaN and inf are named elsewhere
         raise IncompatibleImagesError(TOO_LARGE_REASON)
@@ -273,6 +272,20 @@ WIDE_INTEGERS_REASON = ("images are not supported exactly (at most 16-bit intege
 #: Why float128 images are refused (after their dtype), and how to accept the rounding.
 LONG_DOUBLE_REASON = ("(long double) values would be rounded to float64: convert them to "
                       "float64 yourself, x.astype(np.float64), to accept the rounding")
+
+
+def refuse_long_double(dtype: np.dtype) -> None:
+    """Refuse float128 (long double) values, which the float64 arithmetic of every record
+    would round without a word.
+
+    Examples
+    --------
+    >>> refuse_long_double(np.dtype(np.float64))
+    """
+    if dtype.kind == "f" and dtype.itemsize > 8:
+        raise IncompatibleImagesError(f"{dtype} {LONG_DOUBLE_REASON}")
+
+
 #: Why an image holding NaN or infinity is skipped, and how to keep its other values.
 NON_FINITE = "contains NaN or infinite values"
 NAN_HINT = ("an image holding NaN is skipped whole; nodata=nan (--nodata nan) on a file or "

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from normstats.errors import EmptyDatasetError, IncompatibleImagesError, UnreadableInputError
+from normstats.errors import EmptyDatasetError, UnreadableInputError
 from normstats.maths.covariance import CoMoments
 from normstats.maths.exact import FIXED_BITS
 from normstats.maths.moments import FloatMoments, IntegerMoments, Moments
-from normstats.maths.records import FLOAT_LIMIT, LONG_DOUBLE_REASON, TOO_LARGE_REASON, Skipped
+from normstats.maths.records import FLOAT_LIMIT, TOO_LARGE_REASON, Skipped, refuse_long_double
 
 __all__ = ["FeatureSummary", "VectorSummary", "summarize_vectors"]
 
@@ -114,8 +114,7 @@ def summarize_vectors(block: np.ndarray, first_row: int = 0, name: str = "array"
         raise UnreadableInputError(f"vectors of shape {block.shape} have no features (axis 1 "
                                    "has length 0): that is not a dataset", name)
     dtype = block.dtype.name  # a bool input is summed as 0/1 but reported as bool
-    if block.dtype.kind == "f" and block.dtype.itemsize > 8:  # float64 would round them
-        raise IncompatibleImagesError(f"{block.dtype} {LONG_DOUBLE_REASON}")
+    refuse_long_double(block.dtype)
     if block.dtype.kind == "b":
         block = block.astype(np.uint8)
     skipped: list[Skipped] = []

@@ -114,8 +114,18 @@ def counted(stats: DatasetStats) -> str:
     >>> counted(normstats.compute(np.zeros((1, 2, 2, 3), np.uint8)))
     '1 image'
     """
-    unit = "vector" if stats.kind == "vectors" else "image"
-    return f"{stats.images:,} {unit}{'' if stats.images == 1 else 's'}"
+    return numbered(stats.images, "vector" if stats.kind == "vectors" else "image")
+
+
+def numbered(count: int, unit: str) -> str:
+    """``count`` and ``unit``, plural unless one.
+
+    Examples
+    --------
+    >>> numbered(1, "vector"), numbered(1234, "image")
+    ('1 vector', '1,234 images')
+    """
+    return f"{count:,} {unit}{'' if count == 1 else 's'}"
 
 
 def _header(stats: DatasetStats) -> list[str]:
