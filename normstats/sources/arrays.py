@@ -57,7 +57,8 @@ __all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "parse_l
            "not_an_array_reason",
            "split_staggered",
            "LAYOUTS", "open_array",
-           "stack_records", "usable_rows", "is_zarr_folder", "check_axes"]
+           "stack_records", "usable_rows", "is_zarr_folder", "check_axes",
+           "with_known_lengths"]
 
 LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
 _SINGLE = ("HWC", "CHW", "HW")
@@ -352,6 +353,29 @@ def _without_non_finite(stack: np.ndarray, task: ArrayTask) -> TaskResult:
     return TaskResult(stack_records(stack[finite], channel_names=task.channel_names), skipped)
 
 
+def with_known_lengths(array: Any) -> Any:
+    """``array``, with its chunk lengths computed when a Dask array does not know them.
+
+    ``x[x[:, 0] > 0]`` and a Dask DataFrame's ``to_dask_array()`` give arrays of unknown
+    lengths (NaN in the shape). A source cuts its tasks, a sample, the percentile passes
+    and the vector blocks by row, so it needs them: the graph is computed once for them
+    (dask's ``compute_chunk_sizes``), then read. A plain ``compute`` of such images does
+    not come here: its reduction runs on the graph, in one pass (`normstats.engine.dask`).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> x = da.arange(6, chunks=2)
+    >>> x[x % 2 == 0].shape, with_known_lengths(x[x % 2 == 0]).shape
+    ((nan,), (3,))
+    """
+    shape = getattr(array, "shape", ())
+    if not any(isinstance(n, float) and math.isnan(n) for n in shape) or \
+            not hasattr(array, "compute_chunk_sizes"):
+        return array
+    return array.compute_chunk_sizes()
+
+
 class ArraySource:
     """Images (or vectors) held in one array.
 
@@ -379,7 +403,8 @@ class ArraySource:
                  channel_names: tuple[str, ...] | None = None,
                  allow_missing_chunks: bool = False, nodata: float | None = None) -> None:
         self.path = os.fspath(array) if isinstance(array, (str, os.PathLike)) else None
-        self.array = open_array(self.path) if self.path else with_absolute_store(array)
+        self.array = open_array(self.path) if self.path else \
+            with_known_lengths(with_absolute_store(array))
         #: The value of missing measurements, and a masked array's mask (True: left out).
         self.nodata, self.mask = nodata, None
         if np.ma.isMaskedArray(self.array):

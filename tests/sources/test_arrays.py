@@ -1,11 +1,12 @@
 import re
+from fractions import Fraction
 
 import dask.array as da
 import numpy as np
 import pytest
 import zarr
 from conftest import random_images
-from oracle import numbers
+from oracle import integer_mean_std, numbers
 
 import normstats
 from normstats import InvalidOptionError, NormstatsError
@@ -199,3 +200,29 @@ def test_arrays_are_cut_into_staggered_tasks_unless_a_task_size_is_given():
     source = ArraySource(np.zeros((50_000, 32, 32, 3), np.uint8))
     assert [t.size for t in source.tasks(workers=2)] == [6_250, 12_500, 12_500, 12_500, 6_250]
     assert [t.size for t in source.tasks(10_000, workers=2)] == [10_000] * 5
+
+
+def test_dask_arrays_of_unknown_lengths_are_read_where_a_source_cuts_rows(rng):
+    """``x[mask]`` has NaN lengths. The percentiles, a sample and vectors cut it by row: they
+    used to raise ``ValueError: cannot convert float NaN to integer``."""
+    images = rng.integers(0, 256, (30, 4, 5, 3), dtype=np.uint8)
+    keep = np.arange(30) % 3 != 0
+    lazy = da.from_array(images, chunks=(7, 4, 5, 3))[da.from_array(keep, chunks=7)]
+    assert np.isnan(lazy.shape[0])
+    got = normstats.compute(lazy, percentiles=True, workers=1)
+    assert (list(got.mean), list(got.std)) == integer_mean_std(list(images[keep]), 255)
+    assert got.percentiles == normstats.compute(images[keep], percentiles=True).percentiles
+    assert "(20, 4, 5, 3)" in got.source
+    sampled = normstats.compute(lazy, sample=8, seed=2, workers=1)
+    assert numbers(sampled) == numbers(normstats.compute(images[keep], sample=8, seed=2))
+
+    rows = rng.integers(-1000, 1000, (40, 3))  # integer features: exact sums
+    vectors = da.from_array(rows, chunks=(9, 3))
+    stats = normstats.compute(vectors[vectors[:, 0] > 0], covariance=True)
+    positive = rows[rows[:, 0] > 0]
+    assert list(stats.mean) == [float(Fraction(int(t), len(positive)))
+                                for t in positive.sum(axis=0)]
+    assert stats.covariance == normstats.compute(positive, covariance=True).covariance
+    floats = da.from_array(rows / 7, chunks=(9, 3))
+    assert numbers(normstats.compute(floats[floats[:, 0] > 0])) == \
+        numbers(normstats.compute(positive / 7))
