@@ -1,5 +1,6 @@
 """Labelled arrays (xarray's ``DataArray``): their dimension names say the layout, their
-band coordinate names the channels.
+band coordinate names the channels. Tables (a pandas or Dask ``DataFrame`` or ``Series``)
+are vectors: a column is a feature, named by its label (see `table_array`).
 
 =============  =====================================================================
 layout letter  dimension names (any case)
@@ -29,7 +30,7 @@ from normstats.errors import InvalidOptionError
 from normstats.sources.arrays import LAYOUTS
 from normstats.sources.options import ReadOptions
 
-__all__ = ["is_labelled", "unlabelled", "DIMENSION_NAMES"]
+__all__ = ["is_labelled", "is_table", "unlabelled", "table_array", "DIMENSION_NAMES"]
 
 #: The dimension names of each layout letter (compared in lower case).
 DIMENSION_NAMES = {
@@ -56,6 +57,103 @@ def is_labelled(data: Any) -> bool:
     return hasattr(data, "dims") and (hasattr(data, "data_vars") or hasattr(data, "data"))
 
 
+def is_table(data: Any) -> bool:
+    """True for a pandas or Dask ``DataFrame`` or ``Series`` (told by their module and
+    attributes, without importing pandas).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> is_table(pd.DataFrame({"a": [1]})), is_table(np.zeros(3))
+    (True, False)
+    """
+    package = type(data).__module__.split(".")[0]
+    shaped = hasattr(data, "columns") or hasattr(data, "to_frame")
+    return shaped and hasattr(data, "dtypes") and (
+        package == "pandas" or type(data).__module__.startswith("dask.dataframe"))
+
+
+def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
+    """A table's columns as vectors (N, d), and ``options`` with layout ``NC`` and the column
+    labels as channel names (``channels=`` overrides).
+
+    The columns become one array, of the type numpy gives them together (int64 beside
+    float64: float64). They must be numbers (integers, floats or booleans; text, dates and
+    pandas' nullable types are refused, naming the columns), and their values must convert
+    exactly: an int64 column beside floats is read when its values lie within ±2**53, and
+    refused, named, when one does not (float64 would round it). A Dask table stays lazy:
+    its row counts (and such a column's extremes) are computed first. The index is not a
+    feature.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> array, options = table_array(pd.DataFrame({"h": [1.5, 2.0], "w": [3, 4]}), ReadOptions())
+    >>> array.dtype, array.shape, options.layout, options.channels
+    (dtype('float64'), (2, 2), 'NC', ('h', 'w'))
+    """
+    import numpy as np
+
+    frame = table if hasattr(table, "columns") else table.to_frame()
+    if options.layout not in (None, "NC"):
+        raise InvalidOptionError(f"a table is vectors (N, d), one feature a column; layout "
+                                 f"{options.layout} is for arrays of images")
+    columns = list(zip(frame.columns, frame.dtypes))
+    other = [f"{label!r} ({dtype})" for label, dtype in columns
+             if not isinstance(dtype, np.dtype) or dtype.kind not in "biuf"]
+    if other:
+        raise InvalidOptionError(
+            f"a table's columns are read as numeric features, and {', '.join(other[:3])} "
+            f"{'is' if len(other) == 1 else 'are'} not numbers of numpy's types: select the "
+            "numeric ones, df.select_dtypes('number'), or convert them, "
+            "df.astype('float64') (missing values become NaN, left out per feature)")
+    if not columns:
+        raise InvalidOptionError("a table with no columns has no features")
+    common = np.result_type(*(dtype for _, dtype in columns))
+    _refuse_rounded(frame, [label for label, dtype in columns
+                            if not _converts_exactly(dtype, common)], common)
+    if hasattr(frame, "to_dask_array"):
+        array = frame.astype(common).to_dask_array(lengths=True)
+    else:
+        array = frame.to_numpy(dtype=common)
+    labels = tuple(str(label) for label, _ in columns)
+    return array, options.with_changes(layout="NC", channels=options.channels or labels)
+
+
+def _converts_exactly(dtype: Any, common: Any) -> bool:
+    """Whether every value of ``dtype`` is one of ``common``: numpy calls int64 to float64
+    a safe cast, but float64 holds integers of 53 bits only."""
+    import numpy as np
+
+    if dtype.kind in "iu" and common.kind == "f":
+        bits = np.iinfo(dtype).bits - (dtype.kind == "i")
+        return bits <= np.finfo(common).nmant + 1
+    return bool(np.can_cast(dtype, common, "safe"))
+
+
+def _refuse_rounded(frame: Any, wide: list[Any], common: Any) -> None:
+    """Refuse the integer columns ``wide`` of ``frame`` when one holds a value that
+    ``common`` (a float type) would round."""
+    import numpy as np
+
+    if not wide:
+        return
+    lows, highs = frame[wide].min(), frame[wide].max()
+    if hasattr(lows, "compute"):
+        import dask
+
+        lows, highs = dask.compute(lows, highs)
+    limit = 2 ** (np.finfo(common).nmant + 1)
+    rounded = [f"{label!r} (from {int(lows[label])} to {int(highs[label])})" for label in wide
+               if not -limit <= int(lows[label]) <= int(highs[label]) <= limit]
+    if rounded:
+        raise InvalidOptionError(
+            f"a table's columns are read as one array of {common}, which would round the "
+            f"integers of {', '.join(rounded[:3])}, past 2**{np.finfo(common).nmant + 1}: "
+            "compute those columns apart, or convert them if that rounding is acceptable, "
+            "df.astype('float64')")
+
+
 def unlabelled(data: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
     """The array behind ``data`` in a layout `ArraySource` reads, and ``options`` with that
     layout and the channel names; other data and options are returned as they are.
@@ -69,6 +167,8 @@ def unlabelled(data: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
     >>> array.shape, options.layout, options.channels
     ((5, 4, 4, 3), 'NHWC', ('R', 'G', 'B'))
     """
+    if is_table(data):
+        return table_array(data, options)
     if not is_labelled(data):
         return data, options
     if hasattr(data, "data_vars"):

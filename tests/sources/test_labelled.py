@@ -1,10 +1,14 @@
 """xarray DataArrays: dimension names give the layout, the band coordinate names the
-channels, a Dask-backed array stays on its own graph; a Dataset is refused by name."""
+channels, a Dask-backed array stays on its own graph; a Dataset is refused by name.
+pandas and Dask tables: a column is a feature named by its label."""
 
 import json
+from fractions import Fraction
 
 import dask.array as dka
+import dask.dataframe as dd
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from oracle import integer_mean_std
@@ -99,3 +103,41 @@ def test_unknown_or_repeated_names_and_datasets_are_one_line_errors(labelled):
         normstats.compute(bands)
     stacked = bands.to_dataarray(dim="band").transpose("n", "y", "x", "band")
     assert normstats.compute(stacked).channels == ("red", "green", "nir")
+
+
+def test_a_table_is_vectors_one_feature_a_column_named_by_its_label(rng):
+    """A DataFrame used to be taken for a map-style dataset of images: every row skipped,
+    ``reading the item failed: KeyError: 0``."""
+    ages = rng.integers(18, 90, 40)
+    table = pd.DataFrame({"height": rng.normal(170, 10, 40), "age": ages})
+    stats = normstats.compute(table)
+    assert stats.channels == ("height", "age")
+    assert _numbers(stats) == _numbers(normstats.compute(table.to_numpy(np.float64),
+                                                         channels="height,age"))
+    assert stats.mean[1] == float(Fraction(int(ages.sum()), 40))
+    ints = normstats.compute(table[["age"]] * 3)  # integers alone stay integers: exact
+    assert ints.mean == (float(Fraction(3 * int(ages.sum()), 40)),)
+    assert normstats.compute(table["age"]).channels == ("age",)  # a Series: one feature
+    assert normstats.compute(table, channels="h,a").channels == ("h", "a")
+
+    lazy = dd.from_pandas(table, npartitions=3)
+    tall = lazy[lazy.height > 170]  # Dask: rows of unknown count, computed first
+    assert _numbers(normstats.compute(tall)) == _numbers(normstats.compute(
+        table[table.height > 170]))
+
+
+def test_tables_that_are_not_numbers_or_would_round_are_refused_by_column(rng):
+    table = pd.DataFrame({"height": rng.normal(170, 10, 5), "id": 2**60 + np.arange(5)})
+    for data in (table, dd.from_pandas(table, npartitions=2)):
+        with pytest.raises(InvalidOptionError, match=r"round the integers of 'id' \(from "
+                                                     r"1152921504606846976 to .* past 2\*\*53"):
+            normstats.compute(data)
+    assert normstats.compute(table[["id"]]).mean == (float(2**60 + 2),)  # int64 alone: exact
+    for column, kind in ((["a", "b", "c", "d", "e"], "str"), (pd.array([1, None, 3, 4, 5]),
+                                                             "Int64")):
+        with pytest.raises(InvalidOptionError, match=f"'x' \\({kind}\\) is not numbers"):
+            normstats.compute(table.assign(x=column))
+    with pytest.raises(InvalidOptionError, match="a table is vectors"):
+        normstats.compute(table[["height"]], layout="NHW")
+    with pytest.raises(InvalidOptionError, match="no columns"):
+        normstats.compute(table[[]])
