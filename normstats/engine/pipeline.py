@@ -20,6 +20,7 @@ from normstats.engine.progress import ProgressBar
 from normstats.errors import AccessError, InvalidOptionError, SkipKind
 from normstats.maths.records import cross_sums_wanted
 from normstats.maths.summary import Summary, summarize
+from normstats.results.text_report import numbered
 from normstats.sources.base import Source, TaskResult
 from normstats.sources.iterable import IterableSource
 
@@ -130,9 +131,10 @@ def _raise_access_failures(summary: Summary, listed: int | None, where: str) -> 
     refused = [s for s in summary.skipped if s.kind is SkipKind.ACCESS]
     if not refused:
         return
-    first, of = refused[0], "" if listed is None else f" of {listed:,}"
-    raise AccessError(f"{len(refused):,}{of} listed file(s) could not be read, e.g. "
-                      f"{first.path}: {first.reason}", where)
+    first = refused[0]
+    files = numbered(len(refused), "listed file") if listed is None else \
+        f"{len(refused):,} of {numbered(listed, 'listed file')}"
+    raise AccessError(f"{files} could not be read, e.g. {first.path}: {first.reason}", where)
 
 
 #: A folder of at most this many bytes of image files, or an array of at most this many

@@ -144,11 +144,12 @@ def _header(stats: DatasetStats) -> list[str]:
                          "std: " + ", ".join(f"{name} {count:,}" for name, count in
                                              zip(stats.channels, stats.nodata_images) if count))
     if stats.images_cached or stats.images_decoded:  # folders: what the record cache answered
-        lines.append(f"  {stats.images_cached:,} file(s) from the cache, "
+        lines.append(f"  {numbered(stats.images_cached, 'file')} from the cache, "
                      f"{stats.images_decoded:,} decoded")
     if stats.cache_checked:
         changed = stats.cache_changed
-        lines.append(f"  cache verified: {stats.cache_checked:,} cached file(s) decoded again, "
+        checked = numbered(stats.cache_checked, "cached file")
+        lines.append(f"  cache verified: {checked} decoded again, "
                      + ("all identical" if not changed else
                         f"{len(changed):,} no longer matched and were replaced: "
                         + ", ".join(printable(p) for p in changed[:5])

@@ -119,7 +119,7 @@ def test_verify_cache_on_the_command_line(tmp_path, rng):
     result = runner.invoke(main, ["compute", str(root), "--cache", cache, "--workers", "1",
                                   "--verify-cache", "all"])
     assert result.exit_code == 0, result.output
-    assert "cache verified: 7 cached file(s) decoded again, all identical" in result.output
+    assert "cache verified: 7 cached files decoded again, all identical" in result.output
     for bad in (["--verify-cache", "0"], ["--verify-cache", "some"],
                 ["--verify-cache", "3", "--no-cache"]):
         refused = runner.invoke(main, ["compute", str(root), "--cache", cache, *bad])

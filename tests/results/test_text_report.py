@@ -76,18 +76,23 @@ def test_the_cache_lines_say_what_was_cached_decoded_and_replaced():
     cached = dataclasses.replace(IMAGES, images_cached=1000, images_decoded=0,
                                  cache_checked=7, cache_changed=changed)
     assert render_report(cached).split("\n")[2:4] == [
-        "  1,000 file(s) from the cache, 0 decoded",
-        "  cache verified: 7 cached file(s) decoded again, 6 no longer matched and were "
+        "  1,000 files from the cache, 0 decoded",
+        "  cache verified: 7 cached files decoded again, 6 no longer matched and were "
         "replaced: 1.png, 2.png, 3.png, 4.png, 5.png, ..."]
     five = dataclasses.replace(cached, images_cached=0, images_decoded=3,
                                cache_changed=changed[:4] + ("e\x1b.png",))
     assert render_report(five).split("\n")[2:4] == [
-        "  0 file(s) from the cache, 3 decoded",
-        "  cache verified: 7 cached file(s) decoded again, 5 no longer matched and were "
+        "  0 files from the cache, 3 decoded",
+        "  cache verified: 7 cached files decoded again, 5 no longer matched and were "
         "replaced: 1.png, 2.png, 3.png, 4.png, e\\x1b.png"]
     same = dataclasses.replace(cached, cache_changed=())
     assert render_report(same).split("\n")[3] == \
-        "  cache verified: 7 cached file(s) decoded again, all identical"
+        "  cache verified: 7 cached files decoded again, all identical"
+    one = dataclasses.replace(cached, images_cached=1, images_decoded=2, cache_checked=1,
+                              cache_changed=())
+    assert render_report(one).split("\n")[2:4] == [
+        "  1 file from the cache, 2 decoded",
+        "  cache verified: 1 cached file decoded again, all identical"]
     assert render_report(IMAGES).split("\n")[2] == ""  # no cache: no cache lines
 
 

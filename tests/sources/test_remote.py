@@ -95,8 +95,8 @@ def test_the_command_line_caches_a_url_and_says_so(s3, bucket, photos, tmp_path)
     args = ["compute", f"s3://{bucket}", "--cache", str(tmp_path / "c"), *cli_options(s3)]
     first, second = (CliRunner().invoke(main, args) for _ in range(2))
     assert first.exit_code == second.exit_code == 0, first.output
-    assert f"0 file(s) from the cache, {len(photos)} decoded" in first.output
-    assert f"{len(photos)} file(s) from the cache, 0 decoded" in second.output
+    assert f"0 files from the cache, {len(photos)} decoded" in first.output
+    assert f"{len(photos)} files from the cache, 0 decoded" in second.output
     cache = ["--cache", str(tmp_path / "c")]
     listed = CliRunner().invoke(main, ["cache", "list", *cache])
     assert f"s3://{bucket}" in listed.output
@@ -172,9 +172,9 @@ def test_access_denied_after_listing_fails_the_run_naming_how_many(s3, bucket, p
                               workers=1, task_size=4)
         flags = [f"--storage-option={k}={v}" for k, v in reader.items() if k != "client_kwargs"]
         result = CliRunner().invoke(main, ["compute", f"s3://{bucket}", *flags, "--no-cache"])
-    assert str(caught.value).startswith(f"s3://{bucket}: 14 of 20 listed file(s) could not be "
+    assert str(caught.value).startswith(f"s3://{bucket}: 14 of 20 listed files could not be "
                                         f"read, e.g. {denied[0]}: access denied")
-    assert result.exit_code == 1 and "14 of 20 listed file(s)" in result.output
+    assert result.exit_code == 1 and "14 of 20 listed files" in result.output
     assert len(result.output.strip().splitlines()) == 1
     # a refusal is no verdict on the image: the next run, allowed, reads the 14 again
     allowed = normstats.compute(f"s3://{bucket}", storage_options=s3.storage_options(),

@@ -228,9 +228,9 @@ def test_cli_reports_counts_and_manages_the_cache(folder, tmp_path):
     runner, cache = CliRunner(), str(tmp_path / "cache")
     first = runner.invoke(main, ["compute", str(folder), "--cache", cache, "--workers", "1"])
     assert first.exit_code == 0, first.output
-    assert "0 file(s) from the cache, 30 decoded" in first.output
+    assert "0 files from the cache, 30 decoded" in first.output
     second = runner.invoke(main, ["compute", str(folder), "--cache", cache, "--workers", "1"])
-    assert "30 file(s) from the cache, 0 decoded" in second.output
+    assert "30 files from the cache, 0 decoded" in second.output
     listing = runner.invoke(main, ["cache", "list", "--cache", cache])
     assert listing.exit_code == 0 and str(folder) in listing.output and "30" in listing.output
     shown = runner.invoke(main, ["cache", "show", str(folder), "--cache", cache])
