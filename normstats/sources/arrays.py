@@ -20,6 +20,7 @@ and is refused too.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass, replace
@@ -54,6 +55,7 @@ from normstats.sources.base import Task, TaskResult, split_evenly
 from normstats.sources.zarr_chunks import holes_in, read_rows, with_absolute_store
 
 __all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "parse_layout",
+           "layout_of",
            "not_an_array_reason",
            "split_staggered",
            "LAYOUTS", "open_array",
@@ -66,6 +68,7 @@ _SINGLE = ("HWC", "CHW", "HW")
 _KERNEL_CHANNELS = 128
 _AXIS_NAMES = {"N": "image", "H": "height", "W": "width", "C": "channel"}
 _CHANNEL_COUNTS = (1, 3, 4)
+log = logging.getLogger(__name__)
 _TASK_BYTES = 64 << 20
 _TASKS_PER_WORKER = 2
 
@@ -93,6 +96,35 @@ def detect_layout(shape: tuple[int, ...]) -> str:
                                  "pass layout='NHWC' or 'NCHW' (--layout)")
     raise InvalidOptionError(f"an array of shape {shape} is not images (N, H, W[, C]) or "
                              "vectors (N, d)")
+
+
+def layout_of(shape: tuple[int, ...], layout: str | None) -> str:
+    """``layout`` checked against ``shape``, or (None) detected by the rule, with one line
+    on stderr when the rule reads as grey images (N, H, W) a 3-d array shaped like one
+    image: its first or last axis has 3 or 4 entries, as one image from Pillow ``(H, W, 3)``
+    or from torch or rasterio ``(3, H, W)`` has. The rule stands (MNIST is (N, 28, 28)); the
+    report would show the reading only by its counts ("8 images", channel L).
+
+    Examples
+    --------
+    >>> layout_of((60000, 28, 28), None), layout_of((32, 32, 3), "HWC")
+    ('NHW', 'HWC')
+    """
+    if layout:
+        return check_layout(layout, len(shape))
+    detected = detect_layout(shape)
+    one_image = [f"of {_channels(count)} ({', '.join(reading)}) pass layout={reading!r}"
+                 for reading, count in (("HWC", shape[-1]), ("CHW", shape[0]))
+                 if detected == "NHW" and count in _CHANNEL_COUNTS[1:]]
+    if one_image:
+        log.warning("normstats: an array of shape %s is read as %s grey %s (N, H, W), the "
+                    "rule for 3-d arrays; for one image %s (--layout)", shape, shape[0],
+                    "image" if shape[0] == 1 else "images", ", or ".join(one_image))
+    return detected
+
+
+def _channels(count: int) -> str:
+    return "1 channel" if count == 1 else f"{count} channels"
 
 
 def parse_layout(layout: str | None) -> str | None:
@@ -411,7 +443,7 @@ class ArraySource:
             self.mask = np.ma.getmaskarray(self.array)
             self.array = np.ma.getdata(self.array)
         shape = tuple(self.array.shape)
-        self.layout = check_layout(layout, len(shape)) if layout else detect_layout(shape)
+        self.layout = layout_of(shape, layout)
         self.kind = "vectors" if self.layout == "NC" else "images"
         self.mode = self.layout
         self.channel_names = tuple(channel_names) if channel_names else None

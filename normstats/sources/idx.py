@@ -121,8 +121,9 @@ def open_idx(path: str, layout: str | None = None,
         _check_raw_size(path, header)
         data = MappedRecords(path, header.length, header.shape[0], header.dtype,
                              header.shape[1:])
-    names = channel_names or (("L",) if len(header.shape) == 3 else None)
-    return PackedSource(data, path, layout, names, "IDX")
+    grey = len(header.shape) == 3  # (N, H, W) by the format: never one image's shape
+    names = channel_names or (("L",) if grey else None)
+    return PackedSource(data, path, layout or ("NHW" if grey else None), names, "IDX")
 
 
 def _check_raw_size(path: str, header: IdxHeader) -> None:

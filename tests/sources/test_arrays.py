@@ -1,3 +1,5 @@
+import importlib
+import logging
 import re
 from fractions import Fraction
 
@@ -226,3 +228,35 @@ def test_dask_arrays_of_unknown_lengths_are_read_where_a_source_cuts_rows(rng):
     floats = da.from_array(rows / 7, chunks=(9, 3))
     assert numbers(normstats.compute(floats[floats[:, 0] > 0])) == \
         numbers(normstats.compute(positive / 7))
+
+
+def test_a_3d_array_shaped_like_one_image_is_read_by_the_rule_and_the_line_says_so(
+        rng, caplog, tmp_path):
+    """``(H, W, 3)`` from Pillow and ``(3, H, W)`` from torch or rasterio are read as grey
+    images (N, H, W) by the 3-d rule, which the report shows only by its counts: one line
+    on stderr says how to read one image, which then equals its oracle."""
+    image = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
+    planes = np.ascontiguousarray(image.transpose(2, 0, 1))
+    expected = integer_mean_std([image], 255)
+    for array, layout, words in ((image, "HWC", "6 grey images"),
+                                 (planes, "CHW", "3 grey images")):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="normstats.sources"):
+            grey = normstats.compute(array)
+        assert [r.getMessage() for r in caplog.records] == [
+            f"normstats: an array of shape {array.shape} is read as {words} (N, H, W), the "
+            f"rule for 3-d arrays; for one image of 3 channels ({', '.join(layout)}) pass "
+            f"layout='{layout}' (--layout)"]
+        assert grey.channels == ("L",) and grey.images == array.shape[0]
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="normstats.sources"):
+            one = normstats.compute(array, layout=layout)
+            normstats.compute(array, layout="NHW")
+        assert caplog.records == [] and (list(one.mean), list(one.std)) == expected
+
+    fw = importlib.import_module("format_writers")
+    idx = fw.write_idx(tmp_path / "t10k-images-idx3-ubyte", image, False)  # (N, H, W) by format
+    with caplog.at_level(logging.WARNING, logger="normstats.sources"):
+        for quiet in (rng.integers(0, 256, (5, 28, 28), dtype=np.uint8), planes[:1], str(idx)):
+            normstats.compute(quiet)
+    assert caplog.records == []

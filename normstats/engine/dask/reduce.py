@@ -50,7 +50,7 @@ from normstats.maths.records import (
     without_cross_sums,
 )
 from normstats.maths.summary import Summary, summarize
-from normstats.sources.arrays import as_nhwc, check_axes, check_layout, detect_layout, stack_records
+from normstats.sources.arrays import as_nhwc, check_axes, layout_of, stack_records
 
 __all__ = ["Plan", "Part", "is_dask_array", "as_image_blocks", "chunk_parts", "fresh_name",
            "reduce_parts", "merge_parts", "boxed", "finish_summary", "merge_pixel_parts",
@@ -126,7 +126,7 @@ def as_image_blocks(x: Any, layout: str | None = None) -> tuple[Any, str]:
         For a layout that does not fit, or a dtype that has no exact statistics.
     """
     shape = tuple(x.shape)
-    layout = check_layout(layout, len(shape)) if layout else detect_layout(shape)
+    layout = layout_of(shape, layout)
     if layout in ("HWC", "CHW", "HW"):
         raise InvalidOptionError(f"a Dask array of one image ({layout}) has nothing to "
                                  "chunk; pass it as a numpy array")
