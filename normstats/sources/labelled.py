@@ -79,7 +79,8 @@ def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
 
     The columns become one array, of the type numpy gives them together (int64 beside
     float64: float64). They must be numbers (integers, floats or booleans; text, dates and
-    pandas' nullable types are refused, naming the columns), and their values must convert
+    pandas' nullable types are refused, naming the columns; a column of images or arrays,
+    saying how to read them), and their values must convert
     exactly: an int64 column beside floats is read when its values lie within ±2**53, and
     refused, named, when one does not (float64 would round it). A Dask table stays lazy:
     its row counts (and such a column's extremes) are computed first. The index is not a
@@ -101,6 +102,11 @@ def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
     columns = list(zip(frame.columns, frame.dtypes))
     other = [f"{label!r} ({dtype})" for label, dtype in columns
              if not isinstance(dtype, np.dtype) or dtype.kind not in "biuf"]
+    for label, dtype in columns:
+        advice = _column_advice(frame[label], label) if dtype == np.dtype(object) else None
+        if advice:
+            raise InvalidOptionError(f"a table's columns are read as numeric features, and "
+                                     f"{label!r} {advice}")
     if other:
         raise InvalidOptionError(
             f"a table's columns are read as numeric features, and {', '.join(other[:3])} "
@@ -118,6 +124,24 @@ def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
         array = frame.to_numpy(dtype=common)
     labels = tuple(str(label) for label, _ in columns)
     return array, options.with_changes(layout="NC", channels=options.channels or labels)
+
+
+def _column_advice(column: Any, label: Any) -> str | None:
+    """What an object ``column`` holds and how normstats reads it, when its first value is
+    an image or an array (None otherwise)."""
+    first = next(iter(column.head(1)), None)
+    if isinstance(first, dict):
+        first = first.get("bytes")
+    if isinstance(first, bytes | bytearray):  # datasets' to_pandas: {"bytes", "path"}
+        return ("holds encoded images: give normstats the images rather than their table, "
+                "e.g. the Hugging Face dataset it came from (normstats.compute(dataset)), its "
+                "Parquet files or a folder")
+    if hasattr(first, "getdata"):
+        return f"holds PIL images: normstats.compute(list(df[{label!r}])) reads them"
+    if hasattr(first, "shape"):
+        return (f"holds arrays: normstats.compute(np.stack(df[{label!r}])) reads them as one "
+                "array (vectors (N, d) or images)")
+    return None
 
 
 def _converts_exactly(dtype: Any, common: Any) -> bool:

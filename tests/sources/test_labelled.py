@@ -137,6 +137,13 @@ def test_tables_that_are_not_numbers_or_would_round_are_refused_by_column(rng):
                                                              "Int64")):
         with pytest.raises(InvalidOptionError, match=f"'x' \\({kind}\\) is not numbers"):
             normstats.compute(table.assign(x=column))
+    encoded = {"bytes": b"\x89PNG\r\n\x1a\n", "path": None}  # datasets' to_pandas
+    for values, says in (([encoded] * 5, "'x' holds encoded images: give normstats the images "
+                                         "rather than their table"),
+                         ([np.zeros(4)] * 5, r"'x' holds arrays: normstats.compute\(np.stack"
+                                             r"\(df\['x'\]\)\) reads them")):
+        with pytest.raises(InvalidOptionError, match=says):
+            normstats.compute(table.assign(x=values))
     with pytest.raises(InvalidOptionError, match="a table is vectors"):
         normstats.compute(table[["height"]], layout="NHW")
     with pytest.raises(InvalidOptionError, match="no columns"):
