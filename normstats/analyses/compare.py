@@ -37,12 +37,12 @@ from normstats.maths.exact import FIXED_BITS, fixed_sum, int64_sum
 from normstats.maths.moments import FloatMoments
 from normstats.maths.records import IntegerRecords, Records
 from normstats.results.stats import DatasetStats
-from normstats.results.text_report import counted
+from normstats.results.text_report import counted, numbered
 from normstats.sources.options import ReadArguments, ReadOptions, read_options
 
 __all__ = ["compare", "Comparison", "Compared", "comparison_rows", "render_comparison",
            "comparison_json", "BetweenShare", "between_image_share", "per_image_stds",
-           "difference_rows", "paired_channels", "EXPLANATION"]
+           "difference_rows", "paired_channels", "explanation", "EXPLANATION", "VERSUS_FIRST"]
 
 EXPLANATION = (
     "Why they differ: the pooled std measures every pixel around the dataset mean, so it "
@@ -57,10 +57,13 @@ EXPLANATION = (
     "sizes the per-image std weighs a small image like a large one, so the ratio can "
     "pass 1. Normalize with "
     "the pooled std to give the inputs unit variance over the dataset; the per-image "
-    "std is what per-image standardization (or a published per-image constant) uses. "
+    "std is what per-image standardization (or a published per-image constant) uses. ")
+#: The last two columns, which are all a comparison of vector data (N, d) has to explain.
+VERSUS_FIRST = (
     "'mean vs 1st' is (mean − the first dataset's mean) / the first's pooled std and "
     "'std vs 1st' is pooled std / the first's pooled std: each dataset normalized with the "
     "first one's constants, 0 and 1 when they agree.")
+EXPLANATION += VERSUS_FIRST
 
 _COLUMNS = ("mean", "std", "per_image_std", "per_image_std_ddof1", "ratio", "between",
             "mean_vs_first", "std_vs_first")
@@ -358,9 +361,23 @@ def render_comparison(entries: list[Compared]) -> str:
                      "".join(f"  {_cell(r[k], w)}" for k, w in zip(_COLUMNS, widths)))
     lines.append("")
     lines += [f"{e.name}: {counted(e.stats)}, {e.stats.dtype}, scale {e.stats.scale:g}, "
-              f"mode {e.stats.mode}" + (f", {len(e.stats.skipped)} input(s) skipped"
+              f"mode {e.stats.mode}" + (f", {numbered(len(e.stats.skipped), 'input')} skipped"
                                         if e.stats.skipped else "") for e in entries]
-    return "\n".join(lines + _verdict(entries) + ["", EXPLANATION])
+    return "\n".join(lines + _verdict(entries) + ["", explanation(entries)])
+
+
+def explanation(entries: list[Compared]) -> str:
+    """`EXPLANATION`; for vector data alone, which has no per-image columns, `VERSUS_FIRST`.
+
+    Examples
+    --------
+    >>> import numpy as np, normstats
+    >>> explanation([Compared("x", normstats.compute(np.ones((3, 2))))]) == VERSUS_FIRST
+    True
+    """
+    if entries and all(e.stats.kind == "vectors" for e in entries):
+        return VERSUS_FIRST
+    return EXPLANATION
 
 
 def comparison_json(entries: list[Compared]) -> str:
@@ -368,7 +385,7 @@ def comparison_json(entries: list[Compared]) -> str:
     return json.dumps({"rows": comparison_rows(entries),
                        "differences": difference_rows(entries),
                        "datasets": {e.name: e.stats.to_dict() for e in entries},
-                       "explanation": EXPLANATION}, indent=2)
+                       "explanation": explanation(entries)}, indent=2)
 
 
 @dataclass(frozen=True)

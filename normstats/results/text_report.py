@@ -185,7 +185,7 @@ def render_skipped(stats: DatasetStats) -> list[str]:
     # here, not at the top: the command line loads this module before numpy (--help)
     from normstats.maths.records import NAN_HINT, NON_FINITE
 
-    lines = [f"skipped {len(stats.skipped)} input(s):"]
+    lines = [f"skipped {numbered(len(stats.skipped), 'input')}:"]
     lines += [f"  {printable(s.path)}: {s.reason}" for s in stats.skipped[:_MAX_LISTED]]
     if len(stats.skipped) > _MAX_LISTED:
         lines.append(f"  ... and {len(stats.skipped) - _MAX_LISTED} more (--json lists all)")

@@ -19,6 +19,7 @@ from PIL import Image
 import normstats
 from normstats.analyses.compare import (
     EXPLANATION,
+    VERSUS_FIRST,
     BetweenShare,
     Compared,
     Comparison,
@@ -525,7 +526,7 @@ v                 R          0.6250      0.2500              -                - 
 -         -       0.5000      1.0000
 
 first: 1,234 images, uint8, scale 255, mode RGB
-second-long-name: 3 images, uint8, scale 255, mode RGB, 1 input(s) skipped
+second-long-name: 3 images, uint8, scale 255, mode RGB, 1 input skipped
 v: 1,234 vectors, float64, scale 1, mode NC
 
 Using first's constants on second-long-name leaves its channel R at mean -2.000 and std 2.000 \
@@ -552,6 +553,10 @@ def test_the_comparison_text_word_for_word() -> None:
     assert EXPLANATION.endswith("each dataset normalized with the first one's constants, 0 "
                                 "and 1 when they agree.")
     assert str(Comparison((FIRST, SECOND, VECTORS))) == TABLE + EXPLANATION
+    # vector data alone has no per-image columns: only the last two are explained
+    vectors = render_comparison([VECTORS, VECTORS]).split("\n")
+    assert vectors[-2:] == ["", VERSUS_FIRST] and "pixel" not in "\n".join(vectors)
+    assert EXPLANATION.endswith(VERSUS_FIRST)
 
 
 def test_the_verdict_on_sharing_constants() -> None:

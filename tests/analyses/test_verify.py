@@ -194,7 +194,7 @@ mean = [0.5, 0.5, 0.5]
 tolerance = 1.0
 ''')
     result = CliRunner().invoke(main, ["verify", str(manifest), "--root", str(root.parent)])
-    assert "skipped 1 input(s):" in result.output
+    assert "skipped 1 input:" in result.output
     assert "cat/broken.png: not an image" in result.output
 
 
@@ -308,7 +308,7 @@ verify toy-train (Toy train): /data/toy
   checksums: 2 file(s) match
   z.gz: not found; its extracted copy z is read instead
   images: count as expected
-  skipped 1 input(s):
+  skipped 1 input:
     a.png: not an image
 
 PASS  good  (scale 1, tolerance 5e-05)

@@ -55,7 +55,7 @@ def test_an_image_report_in_full():
         "torchvision.transforms.Normalize(mean=(0.5, 0.25, 0.123457), std=(0.25, 0.0, 0.0625))",
         "(channel G is constant (std 0), which Normalize divides by: drop it, or give it std 1)",
         "",
-        "skipped 1 input(s):",
+        "skipped 1 input:",
         "  a\\nb.png: truncated PNG",
     ]
 
@@ -136,15 +136,16 @@ def test_images_without_a_two_pixel_image_have_no_ddof1_column():
         "  channel        mean  pooled std  per-image std         min         max"
 
 
-@pytest.mark.parametrize("count, last", [(20, "  s19.png: reason 19"),
+@pytest.mark.parametrize("count, last", [(1, "  s0.png: reason 0"),
+                                         (20, "  s19.png: reason 19"),
                                          (21, "  ... and 1 more (--json lists all)"),
                                          (25, "  ... and 5 more (--json lists all)")])
 def test_skips_are_listed_up_to_twenty_then_counted(count, last):
     skipped = tuple(Skipped(f"s{i}.png", f"reason {i}") for i in range(count))
     lines = render_skipped(dataclasses.replace(IMAGES, skipped=skipped))
-    assert lines[0] == f"skipped {count} input(s):"
-    assert lines[1:21] == [f"  s{i}.png: reason {i}" for i in range(20)]
-    assert lines[-1] == last and len(lines) == 21 + (count > 20)
+    assert lines[0] == f"skipped {count} input{'s' if count > 1 else ''}:"
+    assert lines[1:21] == [f"  s{i}.png: reason {i}" for i in range(min(count, 20))]
+    assert lines[-1] == last and len(lines) == min(count, 20) + 1 + (count > 20)
     assert render_skipped(dataclasses.replace(IMAGES, skipped=())) == []
 
 
@@ -160,7 +161,7 @@ def test_images_skipped_for_nan_name_the_way_to_keep_their_other_values():
     pixels = np.random.default_rng(4).random((6, 3, 3, 2))
     pixels[2, 0, 0, 1] = np.nan
     stats = normstats.compute(pixels)
-    assert render_skipped(stats) == ["skipped 1 input(s):",
+    assert render_skipped(stats) == ["skipped 1 input:",
                                      "  array[2]: contains NaN or infinite values", hint]
     assert normstats.compute(pixels, nodata=float("nan")).images == 6
     assert hint not in render_skipped(dataclasses.replace(
