@@ -23,7 +23,8 @@ import numpy as np
 
 from normstats.errors import InvalidOptionError
 
-__all__ = ["Normalize", "stats_vectors", "stats_input_scale", "parse_channel_vector"]
+__all__ = ["Normalize", "stats_vectors", "image_stats_vectors", "stats_input_scale",
+           "parse_channel_vector"]
 
 Layout = Literal["chw", "hwc"]
 InputLayout = Literal["hwc", "nhwc", "hw", "nhw"]
@@ -68,6 +69,30 @@ def stats_vectors(stats: Any, variant: str = "std") -> tuple[np.ndarray, np.ndar
         )
     mean = parse_channel_vector("mean", stats.mean)
     return mean, _parse_std(value, mean.size)
+
+
+def image_stats_vectors(stats: Any, variant: str = "std") -> tuple[np.ndarray, np.ndarray]:
+    """`stats_vectors` for an image normalizer; statistics of vector data (N, d) refused:
+    a normalizer of images would take their features for channels.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> image_stats_vectors(SimpleNamespace(mean=(1.0,), std=(2.0,), kind="vectors"))
+    Traceback (most recent call last):
+    ...
+    normstats.errors.InvalidOptionError: these statistics are of vector data (N, d), and \
+this normalizes images: standardize rows with (x - np.asarray(stats.mean)) / \
+np.asarray(stats.std) (scikit-learn's StandardScaler with the printed constants), or start \
+a BatchNorm1d with normstats.nn.BatchNorm.from_stats(stats)
+    """
+    if getattr(stats, "kind", "images") == "vectors":
+        raise InvalidOptionError(
+            "these statistics are of vector data (N, d), and this normalizes images: "
+            "standardize rows with (x - np.asarray(stats.mean)) / np.asarray(stats.std) "
+            "(scikit-learn's StandardScaler with the printed constants), or start a "
+            "BatchNorm1d with normstats.nn.BatchNorm.from_stats(stats)")
+    return stats_vectors(stats, variant)
 
 
 def _parse_std(std: Any, channels: int) -> np.ndarray:
@@ -152,7 +177,7 @@ class Normalize:
         >>> Normalize.from_stats(s, "per_image_std").std.tolist()
         [0.2023, 0.1994, 0.201]
         """
-        mean, std = stats_vectors(stats, variant)
+        mean, std = image_stats_vectors(stats, variant)
         return cls(mean, std, stats_input_scale(stats), layout=layout, threads=threads,
                    variant=variant, channel_names=getattr(stats, "channels", None))
 

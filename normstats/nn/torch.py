@@ -22,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
 
 from normstats.errors import InvalidOptionError
 from normstats.nn.normalize import Normalize as _ArrayNormalize
-from normstats.nn.normalize import stats_input_scale, stats_vectors
+from normstats.nn.normalize import image_stats_vectors, stats_input_scale
 
 __all__ = ["Normalize", "Whiten", "torchvision_normalize", "torchvision_normalize_kwargs"]
 
@@ -88,7 +88,7 @@ class Normalize(torch.nn.Module):
         >>> Normalize.from_stats(s)(torch.full((1, 1, 1), 255, dtype=torch.uint8)).item()
         2.0
         """
-        mean, std = stats_vectors(stats, variant)
+        mean, std = image_stats_vectors(stats, variant)
         return cls(mean, std, stats_input_scale(stats), variant=variant,
                    channel_names=getattr(stats, "channels", None))
 
@@ -228,7 +228,7 @@ def torchvision_normalize_kwargs(stats: Any, variant: str = "std") -> dict[str, 
     >>> torchvision_normalize_kwargs(s)
     {'mean': [0.4914, 0.4822, 0.4465], 'std': [0.247, 0.2435, 0.2616]}
     """
-    mean, std = stats_vectors(stats, variant)
+    mean, std = image_stats_vectors(stats, variant)
     return {"mean": mean.tolist(), "std": std.tolist()}
 
 
