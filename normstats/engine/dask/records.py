@@ -197,6 +197,8 @@ def records(data: Any, *, options: ReadOptions | None = None,
     reported = {"scale": options.scale, "channels": channels}
     source = untouched_source(data) if is_dask_array(data) else None
     if source is None and is_dask_array(data):
+        if len(data.shape) == 2 and layout in (None, "NC"):
+            reported["scale"] = _vector_scale(options.scale)
         if options.nodata is not None:
             raise InvalidOptionError("nodata is left out by the readers of files and numpy "
                                      "arrays, not on a Dask array's graph: pass the folder, "
@@ -206,8 +208,12 @@ def records(data: Any, *, options: ReadOptions | None = None,
     if source is None:
         source = open_source(data, options=options)
     if isinstance(source, ArraySource) and source.nodata is None and source.mask is None:
+        if source.kind == "vectors":
+            reported["scale"] = _vector_scale(options.scale)
+        # images() gives (N, H, W, C) whatever the source's layout (vectors 1×1 images of d
+        # channels): detected again, (N, 1, 1, d) or (N, 8, 8, 2) would read otherwise
         return replace(_dask_array_records(images(source, task_size=task_size, workers=workers),
-                                           None, source.channel_names, scheduler, workers,
+                                           "NHWC", source.channel_names, scheduler, workers,
                                            name=source.path or "array",
                                            description=source.description), **reported)
     results: list[TaskResult] = []
@@ -222,6 +228,12 @@ def records(data: Any, *, options: ReadOptions | None = None,
     return replace(_wrap(batch, np.array(batch.keys, dtype=object), outcome.summary.skipped,
                          source.mode, source.description),
                    cached=outcome.cached, decoded=outcome.decoded, **reported)
+
+
+def _vector_scale(scale: float | None) -> float:
+    """The scale of vector data's records: raw units (1), as `normstats.compute` reports
+    them, unless one is given."""
+    return 1.0 if scale is None else scale
 
 
 def _collected(part: Part, skipped: tuple[Skipped, ...]) -> tuple[Part, tuple[Skipped, ...]]:

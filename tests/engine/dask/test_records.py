@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from fractions import Fraction
 
 import dask
 import dask.array as da
@@ -98,3 +99,21 @@ def test_reduce_of_anything_but_records_is_one_line(data):
                        r"\(normstats.records\), not (ndarray|str); normstats.compute reads any "
                        r"data$"):
         normstats.reduce(data)
+
+
+def test_records_of_an_array_keep_its_layout_and_vectors_their_raw_units(rng):
+    """A numpy array's records were read again by the shape rule: (30, 8, 8, 2) under
+    layout="NHWC" was refused asking for that layout, and vectors (30, 2) became one
+    channel L of 1×2 images, whose reduce gave one mean of both features."""
+    two = rng.integers(0, 256, (30, 8, 8, 2), dtype=np.uint8)
+    kept = normstats.records(two, layout="NHWC")
+    assert kept.channel_names == ("c0", "c1")
+    assert numbers(normstats.reduce(kept)) == numbers(normstats.compute(two, layout="NHWC"))
+
+    rows = rng.integers(-300, 300, (30, 2)).astype(np.int16)
+    for data in (rows, da.from_array(rows, chunks=7)):
+        reduced = normstats.reduce(normstats.records(data))
+        assert reduced.channels == ("c0", "c1") and reduced.scale == 1.0  # raw, as compute
+        assert list(reduced.mean) == [float(Fraction(int(t), 30)) for t in rows.sum(axis=0)]
+        assert (reduced.mean, reduced.std) == (normstats.compute(rows).mean,
+                                               normstats.compute(rows).std)
