@@ -12,7 +12,7 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["VARIANTS"]
+__all__ = ["VARIANTS", "VECTOR_VARIANTS"]
 
 VARIANTS: dict[str, str] = {
     "std": "pooled std over all pixels of the dataset (population, ddof 0)",
@@ -21,4 +21,11 @@ VARIANTS: dict[str, str] = {
     "per_image_std_ddof1": "mean over images of each image's sample std (ddof 1), "
                            "what torch.std per image gives",
     "rms_per_image_std": "square root of the mean per-image variance",
+}
+
+#: The variants of vector data (N, d), which has no pixels nor images: each feature over
+#: its rows.
+VECTOR_VARIANTS: dict[str, str] = {
+    "std": "std of each feature over its rows (population, ddof 0)",
+    "std_ddof1": "sample std of each feature over its rows (ddof 1)",
 }

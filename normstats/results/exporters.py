@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from normstats.errors import InvalidOptionError
-from normstats.maths.variants import VARIANTS
+from normstats.maths.variants import VARIANTS, VECTOR_VARIANTS
 
 if TYPE_CHECKING:  # stats imports this module in DatasetStats.to
     from normstats.results.stats import DatasetStats
@@ -80,6 +80,8 @@ class Constants:
     #: The 2nd and 98th percentiles per channel in the reported scale, when computed.
     p2: tuple[float, ...] | None = None
     p98: tuple[float, ...] | None = None
+    #: Vector data (N, d): features over rows, worded without pixels.
+    vectors: bool = False
 
     @property
     def variance(self) -> tuple[float, ...]:
@@ -95,8 +97,11 @@ class Constants:
         from normstats.results.text_report import constant_channels_note
 
         note = constant_channels_note(self.channels, self.std)
+        described = VECTOR_VARIANTS.get(self.variant) if self.vectors else None
+        order = "feature order" if self.vectors else "channel order"
         return (f"# normstats: {self.source or 'dataset'}; std variant {self.variant!r} "
-                f"({VARIANTS[self.variant]}); channel order {', '.join(self.channels)}; {units}"
+                f"({described or VARIANTS[self.variant]}); {order} {', '.join(self.channels)}; "
+                f"{units}"
                 + (f"\n# {note}" if note else ""))
 
 
@@ -120,7 +125,7 @@ def constants(stats: DatasetStats, variant: str = "std", bgr: bool = False) -> C
         covariance = None if covariance is None else tuple(row[::-1] for row in covariance[::-1])
         p2, p98 = (None if v is None else v[::-1] for v in (p2, p98))
     return Constants(tuple(mean), tuple(std), tuple(names), variant, stats.scale, stats.source,
-                     bgr, covariance, p2, p98)
+                     bgr, covariance, p2, p98, stats.kind == "vectors")
 
 
 def _tuple(values: tuple[float, ...]) -> str:
@@ -142,6 +147,8 @@ def _call(name: str, kwargs: dict[str, object]) -> str:
 
 
 def _scale_words(c: Constants) -> str:
+    if c.vectors:
+        return f"values divided by {c.scale:g}" if c.scale != 1 else "raw values"
     return f"values for pixels divided by {c.scale:g}" if c.scale != 1 else "raw pixel values"
 
 
@@ -283,7 +290,8 @@ class Lighting:
 
 def _covariance_header(c: Constants, what: str) -> str:
     """The first line of a covariance export (no std variant is involved)."""
-    return (f"# normstats: {c.source or 'dataset'}; channel order {', '.join(c.channels)}; "
+    order = "feature order" if c.vectors else "channel order"
+    return (f"# normstats: {c.source or 'dataset'}; {order} {', '.join(c.channels)}; "
             f"{_scale_words(c)}; {what}")
 
 
@@ -320,9 +328,32 @@ class ChannelWhitening:
 '''
 
 
+#: The ZCA of vector data (N, d): rows, whitened over their last axis.
+_ZCA_ROWS_CLASS = '''import torch
+
+
+class FeatureWhitening:
+    """(x - mean_vector) @ transformation_matrix over the features (the last axis) of rows
+    (N, d) or one row (d,), in the rows' dtype; eps was added to each eigenvalue."""
+
+    def __init__(self, mean_vector, transformation_matrix, eps):
+        self.mean_vector = torch.tensor(mean_vector, dtype=torch.float64)
+        self.transformation_matrix = torch.tensor(transformation_matrix, dtype=torch.float64)
+        self.eps = eps
+
+    def __call__(self, rows):
+        centred = rows - self.mean_vector.to(rows.dtype)
+        return centred @ self.transformation_matrix.to(rows.dtype)
+
+'''
+
+
 def _zca_code(c: Constants, kw: dict[str, Any]) -> str:
-    head = _covariance_header(c, f"ZCA of the population channel covariance, "
+    of = "feature" if c.vectors else "channel"
+    head = _covariance_header(c, f"ZCA of the population {of} covariance, "
                               f"U·diag(1/sqrt(λ + eps))·Uᵀ with eps={kw['eps']!r}")
+    if c.vectors:
+        return f"{head}\n{_ZCA_ROWS_CLASS}\nwhiten = " + _call("FeatureWhitening", kw)
     return f"{head}\n{_ZCA_CLASS}\nwhiten = " + _call("ChannelWhitening", kw)
 
 

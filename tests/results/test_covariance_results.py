@@ -57,6 +57,25 @@ def test_whitening_in_raw_units_whitens_raw_pixels(stats):
     np.testing.assert_allclose(unit.apply(pixels.reshape(-1, 3) / 255), whitened, atol=1e-9)
 
 
+def test_the_zca_export_of_vectors_whitens_rows(rng):
+    """The zca export of vector data (N, d) wrote the images' ChannelWhitening, which moves
+    axis -3 of a (C, H, W) tensor: on rows it raised IndexError. It now whitens rows over
+    their last axis, in their dtype, and words its header for features."""
+    rows = rng.normal(size=(200, 3)) @ np.array([[2.0, 0.5, 0.0], [0.0, 1.0, 0.3],
+                                                  [0.0, 0.0, 0.7]])
+    stats = normstats.compute(rows, covariance=True)
+    text = stats.to("zca")
+    assert text.startswith("# normstats: array (200, 3) float64; feature order c0, c1, c2; "
+                           "raw values; ZCA of the population feature covariance")
+    scope: dict = {}
+    exec(text, scope)  # noqa: S102 - the export must run pasted alone
+    whitened = scope["whiten"](torch.tensor(rows)).numpy()
+    np.testing.assert_allclose(whitened, stats.whitening().apply(rows), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.cov(whitened, rowvar=False, ddof=0), np.eye(3), atol=1e-5)
+    assert scope["whiten"](torch.tensor(rows[0], dtype=torch.float32)).shape == (3,)
+    assert "std of each feature over its rows" in normstats.compute(rows).to("keras")
+
+
 def test_the_lighting_export_runs_and_shifts_by_eigvec_times_alpha_eigval(stats):
     text = stats.to("lighting")
     assert "eigval: eigenvalues" in text and "channel order R, G, B" in text
