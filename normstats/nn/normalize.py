@@ -23,8 +23,8 @@ import numpy as np
 
 from normstats.errors import InvalidOptionError
 
-__all__ = ["Normalize", "stats_vectors", "image_stats_vectors", "stats_input_scale",
-           "parse_channel_vector"]
+__all__ = ["Normalize", "stats_vectors", "image_stats_vectors", "refuse_vector_stats",
+           "stats_input_scale", "parse_channel_vector"]
 
 Layout = Literal["chw", "hwc"]
 InputLayout = Literal["hwc", "nhwc", "hw", "nhw"]
@@ -72,8 +72,8 @@ def stats_vectors(stats: Any, variant: str = "std") -> tuple[np.ndarray, np.ndar
 
 
 def image_stats_vectors(stats: Any, variant: str = "std") -> tuple[np.ndarray, np.ndarray]:
-    """`stats_vectors` for an image normalizer; statistics of vector data (N, d) refused:
-    a normalizer of images would take their features for channels.
+    """`stats_vectors` for an image normalizer; statistics of vector data refused
+    (`refuse_vector_stats`).
 
     Examples
     --------
@@ -86,13 +86,26 @@ this normalizes images: standardize rows with (x - np.asarray(stats.mean)) / \
 np.asarray(stats.std) (scikit-learn's StandardScaler with the printed constants), or start \
 a BatchNorm1d with normstats.nn.BatchNorm.from_stats(stats)
     """
-    if getattr(stats, "kind", "images") == "vectors":
-        raise InvalidOptionError(
-            "these statistics are of vector data (N, d), and this normalizes images: "
-            "standardize rows with (x - np.asarray(stats.mean)) / np.asarray(stats.std) "
-            "(scikit-learn's StandardScaler with the printed constants), or start a "
-            "BatchNorm1d with normstats.nn.BatchNorm.from_stats(stats)")
+    refuse_vector_stats(stats, "normalizes", "standardize rows with (x - np.asarray("
+                        "stats.mean)) / np.asarray(stats.std) (scikit-learn's StandardScaler "
+                        "with the printed constants), or start a BatchNorm1d with "
+                        "normstats.nn.BatchNorm.from_stats(stats)")
     return stats_vectors(stats, variant)
+
+
+def refuse_vector_stats(stats: Any, does: str, instead: str) -> None:
+    """Refuse statistics of vector data (N, d) given to a transform of images, which would
+    take their features for channels; ``instead`` says what does the job for rows.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> refuse_vector_stats(SimpleNamespace(kind="images"), "whitens", "-") is None
+    True
+    """
+    if getattr(stats, "kind", "images") == "vectors":
+        raise InvalidOptionError(f"these statistics are of vector data (N, d), and this "
+                                 f"{does} images: {instead}")
 
 
 def _parse_std(std: Any, channels: int) -> np.ndarray:

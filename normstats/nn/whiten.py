@@ -26,6 +26,7 @@ from normstats.nn.normalize import (
     _lower,
     _output_shape,
     parse_channel_vector,
+    refuse_vector_stats,
     stats_input_scale,
 )
 
@@ -91,6 +92,8 @@ class Whiten:
         >>> np.round(np.cov(y, rowvar=False, ddof=0), 6).tolist()
         [[1.0, -0.0], [-0.0, 1.0]]
         """
+        refuse_vector_stats(stats, "whitens", "whiten rows with stats.whitening().apply(rows) "
+                            "(or the zca export's FeatureWhitening)")
         whitening = stats.whitening(kind=kind) if eps is None else \
             stats.whitening(eps, kind=kind)
         return cls(whitening.mean, whitening.matrix, stats_input_scale(stats), layout=layout,

@@ -112,10 +112,10 @@ def test_from_stats_reads_the_requested_variant() -> None:
 
 
 def test_statistics_of_vector_data_are_refused_by_the_image_normalizers() -> None:
-    """They used to build a Normalize of "channels" c0..c3 that failed on the rows it was
-    meant for: ``expected HWC or NHWC input with 4 channels last, got shape (5, 4)``."""
+    """They used to build a Normalize (a Whiten) of "channels" c0..c3 that failed on the rows
+    it was meant for: ``expected HWC or NHWC input with 4 channels last, got shape (5, 4)``."""
     import normstats
-    from normstats.nn import BatchNorm
+    from normstats.nn import BatchNorm, Whiten
     from normstats.nn import torch as adapters
 
     rows = np.random.default_rng(3).integers(-50, 50, (40, 4))
@@ -126,6 +126,9 @@ def test_statistics_of_vector_data_are_refused_by_the_image_normalizers() -> Non
         with pytest.raises(NormstatsError, match=r"vector data \(N, d\), and this normalizes "
                                                  r"images: standardize rows with"):
             make(stats)
+    with pytest.raises(NormstatsError, match=r"vector data \(N, d\), and this whitens images: "
+                                             r"whiten rows with stats.whitening\(\).apply"):
+        Whiten.from_stats(normstats.compute(rows, covariance=True))
     layer = BatchNorm.from_stats(stats, eps=0.0, dtype=np.float64).eval()  # BatchNorm1d start
     np.testing.assert_allclose(layer(rows.astype(np.float64)).mean(axis=0), 0.0, atol=1e-12)
 
