@@ -100,6 +100,10 @@ def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
         raise InvalidOptionError(f"a table is vectors (N, d), one feature a column; layout "
                                  f"{options.layout} is for arrays of images")
     columns = list(zip(frame.columns, frame.dtypes))
+    twice = sorted({str(label) for label in frame.columns if list(frame.columns).count(label) > 1})
+    if twice:
+        raise InvalidOptionError(f"a table's columns name its features, and {twice[0]!r} names "
+                                 "more than one: rename them, e.g. df.columns = [...]")
     other = [f"{label!r} ({dtype})" for label, dtype in columns
              if not isinstance(dtype, np.dtype) or dtype.kind not in "biuf"]
     for label, dtype in columns:
@@ -169,7 +173,8 @@ def _refuse_rounded(frame: Any, wide: list[Any], common: Any) -> None:
         lows, highs = dask.compute(lows, highs)
     limit = 2 ** (np.finfo(common).nmant + 1)
     rounded = [f"{label!r} (from {int(lows[label])} to {int(highs[label])})" for label in wide
-               if not -limit <= int(lows[label]) <= int(highs[label]) <= limit]
+               if lows[label] == lows[label]  # NaN: a table of no rows, nothing to round
+               and not -limit <= int(lows[label]) <= int(highs[label]) <= limit]
     if rounded:
         raise InvalidOptionError(
             f"a table's columns are read as one array of {common}, which would round the "

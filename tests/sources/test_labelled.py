@@ -148,3 +148,8 @@ def test_tables_that_are_not_numbers_or_would_round_are_refused_by_column(rng):
         normstats.compute(table[["height"]], layout="NHW")
     with pytest.raises(InvalidOptionError, match="no columns"):
         normstats.compute(table[[]])
+    with pytest.raises(normstats.EmptyDatasetError, match="no rows"):  # min and max are NaN
+        normstats.compute(table.iloc[:0])
+    twice = pd.concat([table, table[["id"]]], axis=1)  # columns a, id, id
+    with pytest.raises(InvalidOptionError, match="'id' names more than one: rename them"):
+        normstats.compute(twice)
