@@ -100,10 +100,10 @@ def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
         raise InvalidOptionError(f"a table is vectors (N, d), one feature a column; layout "
                                  f"{options.layout} is for arrays of images")
     columns = list(zip(frame.columns, frame.dtypes))
-    twice = sorted({str(label) for label in frame.columns if list(frame.columns).count(label) > 1})
-    if twice:
-        raise InvalidOptionError(f"a table's columns name its features, and {twice[0]!r} names "
-                                 "more than one: rename them, e.g. df.columns = [...]")
+    twice = frame.columns[frame.columns.duplicated()]  # pandas' Index, in Dask tables too
+    if len(twice):
+        raise InvalidOptionError(f"a table's columns name its features, and {str(twice[0])!r} "
+                                 "names more than one: rename them, e.g. df.columns = [...]")
     other = [f"{label!r} ({dtype})" for label, dtype in columns
              if not isinstance(dtype, np.dtype) or dtype.kind not in "biuf"]
     for label, dtype in columns:
@@ -154,16 +154,20 @@ def _converts_exactly(dtype: Any, common: Any) -> bool:
     import numpy as np
 
     if dtype.kind in "iu" and common.kind == "f":
-        bits = np.iinfo(dtype).bits - (dtype.kind == "i")
-        return bits <= np.finfo(common).nmant + 1
+        return np.iinfo(dtype).bits - (dtype.kind == "i") <= _integer_bits(common)
     return bool(np.can_cast(dtype, common, "safe"))
+
+
+def _integer_bits(float_type: Any) -> int:
+    """The bits of the integers ``float_type`` holds exactly (53 for float64)."""
+    import numpy as np
+
+    return int(np.finfo(float_type).nmant) + 1
 
 
 def _refuse_rounded(frame: Any, wide: list[Any], common: Any) -> None:
     """Refuse the integer columns ``wide`` of ``frame`` when one holds a value that
     ``common`` (a float type) would round."""
-    import numpy as np
-
     if not wide:
         return
     lows, highs = frame[wide].min(), frame[wide].max()
@@ -171,14 +175,15 @@ def _refuse_rounded(frame: Any, wide: list[Any], common: Any) -> None:
         import dask
 
         lows, highs = dask.compute(lows, highs)
-    limit = 2 ** (np.finfo(common).nmant + 1)
+    bits = _integer_bits(common)
+    limit = 2 ** bits
     rounded = [f"{label!r} (from {int(lows[label])} to {int(highs[label])})" for label in wide
                if lows[label] == lows[label]  # NaN: a table of no rows, nothing to round
                and not -limit <= int(lows[label]) <= int(highs[label]) <= limit]
     if rounded:
         raise InvalidOptionError(
             f"a table's columns are read as one array of {common}, which would round the "
-            f"integers of {', '.join(rounded[:3])}, past 2**{np.finfo(common).nmant + 1}: "
+            f"integers of {', '.join(rounded[:3])}, past 2**{bits}: "
             "compute those columns apart, or convert them if that rounding is acceptable, "
             "df.astype('float64')")
 
