@@ -50,19 +50,23 @@ BUYS = {
 _SKIP = {"pip", "setuptools", "normstats"}
 
 
+def fresh_install(venv: Path) -> tuple[Path, float]:
+    """A new virtual environment at ``venv`` holding ``pip install .`` of this checkout, no
+    extras: what a user installs. Returns its ``bin`` folder and the seconds pip took."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    start = time.perf_counter()
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(ROOT)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return venv / "bin", time.perf_counter() - start
+
+
 def bench_install(quick: bool) -> dict:
     """The size of a fresh base install of normstats, per distribution."""
     with tempfile.TemporaryDirectory(prefix="normstats-install-") as scratch:
-        venv = Path(scratch) / "venv"
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        python = str(venv / "bin" / "python")
-        start = time.perf_counter()
-        subprocess.run([python, "-m", "pip", "install", "-q", str(ROOT)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        seconds = time.perf_counter() - start
-        out = subprocess.run([python, "-c", _SIZES], check=True, capture_output=True,
-                             text=True)
-        first, later = _first_and_later_runs(venv / "bin" / "normstats", 2_000)
+        bin_dir, seconds = fresh_install(Path(scratch) / "venv")
+        out = subprocess.run([str(bin_dir / "python"), "-c", _SIZES], check=True,
+                             capture_output=True, text=True)
+        first, later = _first_and_later_runs(bin_dir / "normstats", 2_000)
     sizes = {name: size for name, size in json.loads(out.stdout).items()
              if name.lower() not in _SKIP}
     total = sum(sizes.values())
