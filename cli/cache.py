@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from normstats.errors import numbered
 from normstats.results.text_report import printable
 
 __all__ = ["cache_group", "cache_setting"]
@@ -72,7 +73,7 @@ def list_command(cache_dir: Path | None) -> None:
     for g in groups:
         click.echo(f"{_when(g.updated):<16}  {g.images:>10,}  {_size(g.size):>9}  "
                    f"{_policy(g.identity):<28}  {printable(g.root)}")
-    click.echo(f"{len(groups)} dataset(s), {_size(sum(g.size for g in groups))} in "
+    click.echo(f"{numbered(len(groups), 'dataset')}, {_size(sum(g.size for g in groups))} in "
                f"{printable(str(cache_dir))}" + (f"; {empty} empty entr"
                                                  f"{'y' if empty == 1 else 'ies'} not shown "
                                                  "(normstats cache clear removes them)"
@@ -118,8 +119,9 @@ def show_command(path: str, cache_dir: Path | None) -> None:
         click.echo(f"{printable(str(g.path))}\n  root      {printable(g.root)}\n"
                    f"  policy    {json.dumps(g.identity.get('policy', {}))}\n"
                    f"  decoders  {_decoders(g.identity)}\n"
-                   f"  images    {valid:,} verified records, {len(failures)} recorded "
-                   f"failure(s)\n  segments  {len(segments)} committed, {junk} damaged or "
+                   f"  images    {valid:,} verified records, "
+                   f"{numbered(len(failures), 'recorded failure')}\n"
+                   f"  segments  {len(segments)} committed, {junk} damaged or "
                    f"uncommitted\n  size      {_size(g.size)}\n  updated   {_when(g.updated)}")
         for failure in failures[:20]:
             click.echo(f"  failed    {printable(failure.path)}: {failure.reason}")
@@ -146,7 +148,7 @@ def clear_command(path: str | None, cache_dir: Path | None, yes: bool) -> None:
     if path is not None and not groups:  # as `cache show`: a script learns of the typo
         raise click.ClickException(f"{printable(path)}: nothing cached for it")
     if path is None and groups and not yes:
-        click.confirm(f"delete the cache of {len(groups)} dataset(s) in {cache_dir}?",
+        click.confirm(f"delete the cache of {numbered(len(groups), 'dataset')} in {cache_dir}?",
                       abort=True)
     import shutil  # here: every compute loads this module (`cache_setting`), not this command
 
@@ -161,7 +163,7 @@ def clear_command(path: str | None, cache_dir: Path | None, yes: bool) -> None:
         shutil.rmtree(g.path, ignore_errors=True)
         cache.unlock()
         cleared.append(g)
-    what = f"{len(cleared)} dataset(s)" if cleared else "nothing"
+    what = numbered(len(cleared), "dataset") if cleared else "nothing"
     click.echo(f"cleared {what} ({_size(sum(g.size for g in cleared))})")
     if refused:  # a script must not take "in use, not cleared" for success
         click.get_current_context().exit(1)

@@ -22,6 +22,7 @@ __all__ = ["manifests_command", "verify_command", "compute_manifest_from_cli"]
 def manifests_command() -> None:
     """List the shipped dataset manifests and the references each one carries."""
     from normstats.analyses.manifests import list_manifests
+    from normstats.errors import numbered
 
     manifests = list_manifests()
     width = max(len(m.name) for m in manifests)
@@ -29,7 +30,7 @@ def manifests_command() -> None:
         spec = manifest.source
         count = f"{spec.images:,} images" if spec.images else "images: any"
         click.echo(f"{manifest.name:<{width}}  {manifest.dataset} {manifest.split}, "
-                   f"{spec.format}, {count}, {len(manifest.references)} reference(s)")
+                   f"{spec.format}, {count}, {numbered(len(manifest.references), 'reference')}")
     click.echo("\nnormstats verify NAME --root DIR checks the references against your copy.")
 
 

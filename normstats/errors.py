@@ -27,6 +27,7 @@ __all__ = [
     "SkipKind",
     "Skipped",
     "input_error",
+    "numbered",
     "OUT_OF_MEMORY_REASON",
 ]
 
@@ -208,3 +209,14 @@ def input_error(kind: SkipKind, reason: str, path: str | None = None) -> Unreada
 
 class InvalidOptionError(NormstatsError):
     """An option or argument that normstats cannot honour (unknown layout, bad scale, ...)."""
+
+
+def numbered(count: int, unit: str) -> str:
+    """``count`` and ``unit``, plural unless one: how every message and report counts.
+
+    Examples
+    --------
+    >>> numbered(1, "vector"), numbered(1234, "image")
+    ('1 vector', '1,234 images')
+    """
+    return f"{count:,} {unit}{'' if count == 1 else 's'}"

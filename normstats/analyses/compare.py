@@ -32,12 +32,12 @@ from typing import Any, Unpack
 
 import numpy as np
 
-from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.errors import InvalidOptionError, NormstatsError, numbered
 from normstats.maths.exact import FIXED_BITS, fixed_sum, int64_sum
 from normstats.maths.moments import FloatMoments
 from normstats.maths.records import IntegerRecords, Records
 from normstats.results.stats import DatasetStats
-from normstats.results.text_report import counted, numbered
+from normstats.results.text_report import counted
 from normstats.sources.options import ReadArguments, ReadOptions, read_options
 
 __all__ = ["compare", "Comparison", "Compared", "comparison_rows", "render_comparison",

@@ -30,9 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from normstats.errors import EmptyDatasetError, InvalidOptionError, UnreadableInputError
+from normstats.errors import (
+    EmptyDatasetError,
+    InvalidOptionError,
+    UnreadableInputError,
+    numbered,
+)
 from normstats.maths.whitening import condition_number, covariance_conditions
-from normstats.results.text_report import counted, numbered
+from normstats.results.text_report import counted
 from normstats.sources.zarr_chunks import holes_in
 
 __all__ = ["SecondMoments", "Conditioning", "conditioning", "condition_number",
@@ -101,7 +106,7 @@ def _check_finite(nan: np.ndarray, inf: np.ndarray) -> None:
         return
     counts = ", ".join(f"feature {j}: {_values(int(nan[j]), int(inf[j]))}" for j in bad[:5])
     raise UnreadableInputError(
-        f"{_values(int(nan.sum()), int(inf.sum()))} in {bad.size} feature(s) ({counts}"
+        f"{_values(int(nan.sum()), int(inf.sum()))} in {numbered(bad.size, 'feature')} ({counts}"
         f"{', ...' if bad.size > 5 else ''}): the condition number needs every value of "
         "every vector; drop or impute those rows first (normstats compute leaves NaN out "
         "per feature)")
@@ -201,8 +206,10 @@ def conditioning(x: np.ndarray) -> Conditioning:
     std = np.sqrt(np.diag(cov))
     span = moments.maximum - moments.minimum
     if (std == 0).any():
-        raise InvalidOptionError(f"feature(s) {np.flatnonzero(std == 0).tolist()} are constant: "
-                                 "standardization is undefined")
+        constant = np.flatnonzero(std == 0).tolist()
+        which = f"feature {constant[0]} is" if len(constant) == 1 else \
+            f"features {constant} are"
+        raise InvalidOptionError(f"{which} constant: standardization is undefined")
     offset = mean - moments.minimum
     return Conditioning(
         raw=condition_number(cov + np.outer(mean, mean)),

@@ -107,7 +107,8 @@ def manifest_error(where: str, reason: str) -> NormstatsError:
 def _unknown(table: dict[str, Any], allowed: set[str], where: str, context: str) -> None:
     extra = sorted(set(table) - allowed)
     if extra:
-        raise manifest_error(where, f"unknown key(s) {', '.join(extra)} in {context}; allowed: "
+        keys = "key" if len(extra) == 1 else "keys"
+        raise manifest_error(where, f"unknown {keys} {', '.join(extra)} in {context}; allowed: "
                            f"{', '.join(sorted(allowed))}")
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from normstats.errors import InvalidOptionError
+from normstats.errors import InvalidOptionError, numbered
 from normstats.maths.records import IntegerRecords, Records, Skipped, concat_records
 from normstats.maths.scale import default_scale
 from normstats.maths.summary import summarize
@@ -272,8 +272,8 @@ def render_outliers(report: OutlierReport, limit: int = 20) -> list[str]:
     """The most unusual images first, then a count of the rest; the report's note says
     when the grayscale check did not run."""
     outliers = report.images
-    lines = [f"outliers: {len(outliers)} image(s) (|robust z| > {report.threshold:g} on mean "
-             "or std, blank, or grayscale among colour)"]
+    lines = [f"outliers: {numbered(len(outliers), 'image')} (|robust z| > "
+             f"{report.threshold:g} on mean or std, blank, or grayscale among colour)"]
     if report.note:
         lines.append(f"  ({report.note})")
     for o in outliers[:limit]:

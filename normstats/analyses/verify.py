@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from normstats.analyses.manifests import Manifest, Reference
+from normstats.errors import numbered
 from normstats.maths.scale import default_scale
 from normstats.results.stats import DatasetStats
 from normstats.results.text_report import render_skipped
@@ -100,7 +101,7 @@ def check_reference(stats: DatasetStats, reference: Reference) -> ReferenceCheck
     for claimed, values in reference.values.items():
         if len(values) != len(stats.channels):
             return ReferenceCheck(reference, (), f"{claimed} has {len(values)} values for "
-                                                 f"{len(stats.channels)} channel(s)")
+                                                 f"{numbered(len(stats.channels), 'channel')}")
         computed = getattr(stats, claimed)
         if computed is None:
             return ReferenceCheck(reference, (), f"{claimed} is not defined for this data")
@@ -142,7 +143,8 @@ def render_verification(result: Verification) -> str:
              f"mode {stats.mode}"]
     matched = [line for line in result.checksums if line.endswith(" ok")]
     if matched:
-        lines.append(f"  checksums: {len(matched)} file(s) match")
+        lines.append(f"  checksums: {numbered(len(matched), 'file')} "
+                     f"{'matches' if len(matched) == 1 else 'match'}")
     lines += [f"  {line}" for line in result.checksums if not line.endswith(" ok")]
     lines.append(f"  images: {result.count_problem}  FAIL" if result.count_problem
                  else "  images: count as expected" if manifest.source.images else "")
@@ -152,7 +154,9 @@ def render_verification(result: Verification) -> str:
     verdict = "PASS" if result.passed else "FAIL"
     deciding = result.deciding
     failed = sum(not c.passed for c in deciding)
-    summary = (f"{len(deciding) - failed} of {len(deciding)} reference(s) of this split pass"
+    passing = len(deciding) - failed
+    summary = (f"{passing} of {numbered(len(deciding), 'reference')} of this split "
+               f"{'passes' if passing == 1 else 'pass'}"
                if deciding else "no published constants of this split to compare; checksums "
                                 "and the image count decide" if all(
                    line.endswith(" ok") for line in result.checksums)
@@ -160,7 +164,7 @@ def render_verification(result: Verification) -> str:
                     "(see the checksum line above)")
     informational = len(result.checks) - len(deciding)
     if informational:
-        summary += f"; {informational} informational reference(s) shown, not deciding"
+        summary += f"; {numbered(informational, 'informational reference')} shown, not deciding"
     lines += ["", f"{verdict}: {summary}"]
     return "\n".join(line for line in lines if line is not None)
 

@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from normstats.engine.progress import ProgressBar
-from normstats.errors import AccessError, InvalidOptionError, SkipKind
+from normstats.errors import AccessError, InvalidOptionError, SkipKind, numbered
 from normstats.maths.records import cross_sums_wanted
 from normstats.maths.summary import Summary, summarize
-from normstats.results.text_report import numbered
 from normstats.sources.base import Source, TaskResult
 from normstats.sources.iterable import IterableSource
 

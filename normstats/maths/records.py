@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from normstats.errors import IncompatibleImagesError, Skipped
+from normstats.errors import IncompatibleImagesError, Skipped, numbered
 from normstats.maths import fused
 from normstats.maths.covariance import float_co_moments, integer_cross_sums
 from normstats.maths.image_moments import MAX_INTEGER_BITS, extrema, float_moments, integer_sums
@@ -336,8 +336,9 @@ def _check_keys(parts: list[Records]) -> None:
     if named and unnamed:
         count = sum(len(p) for p in named)
         raise IncompatibleImagesError(
-            f"record batches cannot be joined: {count} image(s) have keys ({named[0].keys[0]}, "
-            f"...) and {unnamed} have none; name every image or none")
+            f"record batches cannot be joined: {numbered(count, 'image')} "
+            f"{'has' if count == 1 else 'have'} keys ({named[0].keys[0]}, ...) and {unnamed:,} "
+            f"{'has' if unnamed == 1 else 'have'} none; name every image or none")
 
 
 def describe_signature(records: Records) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from normstats.errors import numbered
+
 if TYPE_CHECKING:  # DatasetStats.__str__ calls render_report
     from normstats.results.stats import DatasetStats
 
@@ -115,17 +117,6 @@ def counted(stats: DatasetStats) -> str:
     '1 image'
     """
     return numbered(stats.images, "vector" if stats.kind == "vectors" else "image")
-
-
-def numbered(count: int, unit: str) -> str:
-    """``count`` and ``unit``, plural unless one.
-
-    Examples
-    --------
-    >>> numbered(1, "vector"), numbered(1234, "image")
-    ('1 vector', '1,234 images')
-    """
-    return f"{count:,} {unit}{'' if count == 1 else 's'}"
 
 
 def _header(stats: DatasetStats) -> list[str]:

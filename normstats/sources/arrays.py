@@ -33,6 +33,7 @@ from normstats.errors import (
     InvalidOptionError,
     NormstatsError,
     UnreadableInputError,
+    numbered,
 )
 from normstats.maths.covariance import integer_cross_sums
 from normstats.maths.masked import (
@@ -113,7 +114,7 @@ def layout_of(shape: tuple[int, ...], layout: str | None) -> str:
     if layout:
         return check_layout(layout, len(shape))
     detected = detect_layout(shape)
-    one_image = [f"of {_channels(count)} ({', '.join(reading)}) pass layout={reading!r}"
+    one_image = [f"of {numbered(count, 'channel')} ({', '.join(reading)}) pass layout={reading!r}"
                  for reading, count in (("HWC", shape[-1]), ("CHW", shape[0]))
                  if detected == "NHW" and count in _CHANNEL_COUNTS[1:]]
     if one_image:
@@ -121,10 +122,6 @@ def layout_of(shape: tuple[int, ...], layout: str | None) -> str:
                     "rule for 3-d arrays; for one image %s (--layout)", shape, shape[0],
                     "image" if shape[0] == 1 else "images", ", or ".join(one_image))
     return detected
-
-
-def _channels(count: int) -> str:
-    return "1 channel" if count == 1 else f"{count} channels"
 
 
 def parse_layout(layout: str | None) -> str | None:

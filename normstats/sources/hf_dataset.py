@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.errors import InvalidOptionError, NormstatsError, numbered
 from normstats.maths.records import Skipped
 from normstats.sources.arrays import ArraySource
 from normstats.sources.arrow import ArrowTask, choose_column, rows_per_task
@@ -152,8 +152,9 @@ def _nested_rows(column: Any, depth: int, dtype: np.dtype,
         dims = np.zeros((len(values), depth), np.int64)
         for level in range(depth):
             if values.null_count:
-                raise NormstatsError(f"a row holds a missing value (null) {level} list(s) "
-                                     "deep: filter such rows out first", path=where)
+                raise NormstatsError(f"a row holds a missing value (null) "
+                                     f"{numbered(level, 'list')} deep: filter such rows out "
+                                     "first", path=where)
             lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
             if lengths.size:
                 starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])

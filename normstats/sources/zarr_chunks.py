@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from normstats.errors import InvalidOptionError, UnreadableInputError
+from normstats.errors import InvalidOptionError, UnreadableInputError, numbered
 
 __all__ = ["MissingChunks", "is_zarr_array", "missing_chunks", "holes_in", "failing_chunk",
            "store_name", "read_rows", "zarr_arrays_in_graph", "with_absolute_store",
@@ -65,7 +65,8 @@ class MissingChunks:
     def note(self, store: str = "") -> str:
         """What a report says when the holes were allowed (naming ``store`` if given)."""
         return (f"{self.images:,} of {self.rows:,} images read as the fill value "
-                f"{self.fill_value} from {self.missing:,} missing chunk(s) of the zarr store "
+                f"{self.fill_value} from {numbered(self.missing, 'missing chunk')} of the zarr "
+                f"store "
                 f"{store + ' ' if store else ''}({self.where()}): allow_missing_chunks")
 
 

@@ -107,7 +107,7 @@ def test_nan_and_infinite_values_are_counted_per_feature_not_a_linalg_error(rng)
     with pytest.raises(UnreadableInputError) as error:
         conditioning(x)
     assert str(error.value) == (
-        "3 NaN and 1 infinite in 2 feature(s) (feature 0: 1 infinite, feature 2: 3 NaN): the "
+        "3 NaN and 1 infinite in 2 features (feature 0: 1 infinite, feature 2: 3 NaN): the "
         "condition number needs every value of every vector; drop or impute those rows first "
         "(normstats compute leaves NaN out per feature)")
 
@@ -180,7 +180,7 @@ def test_values_that_are_not_finite_are_counted_in_every_block() -> None:
     with pytest.raises(UnreadableInputError) as caught:
         SecondMoments.from_array(x, block_rows=3)
     assert str(caught.value) == (
-        "4 NaN and 6 infinite in 6 feature(s) (feature 0: 1 infinite, feature 1: 2 NaN and 1 "
+        "4 NaN and 6 infinite in 6 features (feature 0: 1 infinite, feature 1: 2 NaN and 1 "
         "infinite, feature 2: 2 NaN and 1 infinite, feature 3: 1 infinite, feature 4: 1 "
         "infinite, ...): the condition number needs every value of every vector; drop or "
         "impute those rows first (normstats compute leaves NaN out per feature)")
@@ -188,12 +188,12 @@ def test_values_that_are_not_finite_are_counted_in_every_block() -> None:
     few[:, 4] = np.nan
     with pytest.raises(UnreadableInputError) as caught:
         SecondMoments.from_array(few)
-    assert str(caught.value).startswith("2 NaN in 1 feature(s) (feature 4: 2 NaN): the")
+    assert str(caught.value).startswith("2 NaN in 1 feature (feature 4: 2 NaN): the")
     many = np.zeros((3000, 5))
     many[:, :] = np.nan
     with pytest.raises(UnreadableInputError) as caught:
         SecondMoments.from_array(many)
-    assert str(caught.value).startswith("15,000 NaN in 5 feature(s) (feature 0: 3,000 NaN, "
+    assert str(caught.value).startswith("15,000 NaN in 5 features (feature 0: 3,000 NaN, "
                                         "feature 1: 3,000 NaN, feature 2: 3,000 NaN, feature 3: "
                                         "3,000 NaN, feature 4: 3,000 NaN): the")
 
@@ -222,7 +222,10 @@ def test_constant_features_are_named() -> None:
     x = np.array([[1.0, 5.0, 2.0, 7.0], [2.0, 5.0, 3.0, 7.0], [4.0, 5.0, 1.0, 7.0]])
     with pytest.raises(InvalidOptionError) as caught:
         conditioning(x)
-    assert str(caught.value) == "feature(s) [1, 3] are constant: standardization is undefined"
+    assert str(caught.value) == "features [1, 3] are constant: standardization is undefined"
+    with pytest.raises(InvalidOptionError) as caught:
+        conditioning(x[:, :3])
+    assert str(caught.value) == "feature 1 is constant: standardization is undefined"
 
 
 def test_as_many_nan_as_infinite_values_are_still_refused() -> None:
@@ -230,7 +233,7 @@ def test_as_many_nan_as_infinite_values_are_still_refused() -> None:
     x[2, 1], x[4, 1] = np.nan, np.inf
     with pytest.raises(UnreadableInputError) as caught:
         SecondMoments.from_array(x)
-    assert str(caught.value).startswith("1 NaN and 1 infinite in 1 feature(s) (feature 1: 1 "
+    assert str(caught.value).startswith("1 NaN and 1 infinite in 1 feature (feature 1: 1 "
                                         "NaN and 1 infinite): the condition number")
 
 

@@ -114,7 +114,7 @@ REFERENCE_KEYS = ("decides, label, max, mean, min, note, per_image_std, per_imag
 
 
 @pytest.mark.parametrize(("data", "message"), [
-    (document(colour=1, b=2), f"unknown key(s) b, colour in the manifest; allowed: {TOP_KEYS}"),
+    (document(colour=1, b=2), f"unknown keys b, colour in the manifest; allowed: {TOP_KEYS}"),
     (document(references={"label": "x"}),
      "'references' must be an array of tables ([[references]])"),
     (document(name=None), "'name' must be a non-empty string, got None"),
@@ -134,7 +134,7 @@ FILES = "'source.files' must be a non-empty list of relative paths"
 
 
 @pytest.mark.parametrize(("table", "message"), [
-    (source(colour=1), f"unknown key(s) colour in [source]; allowed: {SOURCE_KEYS}"),
+    (source(colour=1), f"unknown key colour in [source]; allowed: {SOURCE_KEYS}"),
     (source(files=None), FILES),
     (source(files="a"), FILES),
     (source(files=[]), FILES),
@@ -190,7 +190,7 @@ def reference(**changes: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("table", "message"), [
     ("not a table", "references[4] must be a table"),
-    (reference(colour=1), f"unknown key(s) colour in references[4]; allowed: {REFERENCE_KEYS}"),
+    (reference(colour=1), f"unknown key colour in references[4]; allowed: {REFERENCE_KEYS}"),
     (reference(mean=None), "references[4] publishes no values (give any of mean, std, "
                            "std_ddof1, per_image_std, per_image_std_ddof1, rms_per_image_std, "
                            "min, max)"),

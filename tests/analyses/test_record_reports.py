@@ -449,12 +449,12 @@ def test_the_outlier_list_word_for_word() -> None:
     report = OutlierReport(outliers[:1] + (Outlier("tab\t.png", ("mean high (z = +9.0)",),
                                                    (1.0,), (0.0,)),), 5.0)
     assert render_outliers(report) == [
-        "outliers: 2 image(s) (|robust z| > 5 on mean or std, blank, or grayscale among colour)",
+        "outliers: 2 images (|robust z| > 5 on mean or std, blank, or grayscale among colour)",
         "  0.png: blank: every pixel is 0; x",
         "  tab\\t.png: mean high (z = +9.0)"]
     noted = OutlierReport(outliers, 2.5, "grayscale check off: why")
     assert render_outliers(noted, limit=2) == [
-        "outliers: 4 image(s) (|robust z| > 2.5 on mean or std, blank, or grayscale among "
+        "outliers: 4 images (|robust z| > 2.5 on mean or std, blank, or grayscale among "
         "colour)",
         "  (grayscale check off: why)",
         "  0.png: blank: every pixel is 0; x",

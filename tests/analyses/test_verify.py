@@ -108,7 +108,7 @@ def test_cli_exit_status_and_report(tmp_path: Path, dataset) -> None:
     assert "PASS  correct pooled constants" in result.output
     assert "FAIL  per-image sample std pasted as the std" in result.output
     assert "per_image_std_ddof1" in result.output
-    assert "FAIL: 2 of 3 reference(s) of this split pass" in result.output
+    assert "FAIL: 2 of 3 references of this split pass" in result.output
     text = manifest.read_text().split("[[references]]")
     manifest.write_text(text[0] + "[[references]]" + text[1])
     passing = CliRunner().invoke(main, ["verify", str(manifest), "--root", str(root)])
@@ -149,7 +149,7 @@ def test_a_correct_copy_of_a_test_split_passes_with_its_training_row_information
     assert result.exit_code == 0, result.output
     assert "info (differs)  PyTorch examples Normalize((0.1307,), (0.3081,))" in result.output
     assert ("PASS: no published constants of this split to compare; checksums and the image "
-            "count decide; 1 informational reference(s) shown, not deciding") in result.output
+            "count decide; 1 informational reference shown, not deciding") in result.output
     gz.unlink()
     _write_idx(root / "t10k-images-idx3-ubyte", digits)  # what gunzip leaves
     extracted = CliRunner().invoke(main, ["verify", "mnist-test", "--root", str(root)])
@@ -271,7 +271,7 @@ def test_references_that_cannot_be_compared_say_why() -> None:
     wrong_count = check_reference(_stats(), Reference("r", "s", {"mean": (0.5, 0.25),
                                                                  "std": (0.2, 0.1, 0.3)}))
     assert (wrong_count.numbers, wrong_count.problem) == (
-        (), "std has 3 values for 2 channel(s)")
+        (), "std has 3 values for 2 channels")
     assert not wrong_count.passed
     vectors = _stats(per_image_std=None)
     reference = Reference("r", "s", {"per_image_std": (0.1, 0.1)})
@@ -305,7 +305,7 @@ def test_the_verdict_counts_the_image_count_and_deciding_references_only() -> No
 REPORT = """\
 verify toy-train (Toy train): /data/toy
   4 images, channels R, G, uint8, mode RGB
-  checksums: 2 file(s) match
+  checksums: 2 files match
   z.gz: not found; its extracted copy z is read instead
   images: count as expected
   skipped 1 input:
@@ -334,9 +334,9 @@ info (matches)  info  (scale 255, tolerance 0.5)
 
 FAIL  wrong  (scale 1, tolerance 5e-05)
       source: src4
-      cannot compare: mean has 1 values for 2 channel(s)
+      cannot compare: mean has 1 values for 2 channels
 
-FAIL: 1 of 3 reference(s) of this split pass; 1 informational reference(s) shown, not deciding\
+FAIL: 1 of 3 references of this split passes; 1 informational reference shown, not deciding\
 """
 
 
@@ -358,7 +358,7 @@ def test_reports_without_deciding_references_say_what_decides() -> None:
     assert render_verification(verify_stats(_stats(), plain, ("x: md5 ok",))) == (
         "verify toy-test (Toy test): /data/toy\n"
         "  4 images, channels R, G, uint8, mode RGB\n"
-        "  checksums: 1 file(s) match\n\n\n"
+        "  checksums: 1 file matches\n\n\n"
         "PASS: no published constants of this split to compare; checksums and the image count "
         "decide")
     informational = Manifest("toy-test", "Toy", "test", "d", _spec(5), (
@@ -367,7 +367,7 @@ def test_reports_without_deciding_references_say_what_decides() -> None:
         "x: md5 ok", "y.gz: md5 differs"))) == (
         "verify toy-test (Toy test): /data/toy\n"
         "  4 images, channels R, G, uint8, mode RGB\n"
-        "  checksums: 1 file(s) match\n"
+        "  checksums: 1 file matches\n"
         "  y.gz: md5 differs\n"
         "  images: the manifest expects 5 images; 4 were computed (0 skipped)  FAIL\n\n"
         "info (differs)  info  (scale 1, tolerance 5e-05)\n"
@@ -379,7 +379,7 @@ def test_reports_without_deciding_references_say_what_decides() -> None:
         "      mean                 G          0.25        0.25  +0.00e+00 ok    mean 0.25 "
         "(+0.00e+00)\n\n"
         "FAIL: no published constants of this split to compare; the image count decides (see "
-        "the checksum line above); 1 informational reference(s) shown, not deciding")
+        "the checksum line above); 1 informational reference shown, not deciding")
 
 
 def test_numbers_are_printed_to_eight_significant_digits() -> None:
@@ -397,5 +397,5 @@ def test_numbers_are_printed_to_eight_significant_digits() -> None:
         "      max                  G           0.5         0.5  +0.00e+00 ok    max 0.5 "
         "(+0.00e+00)",
         "",
-        "FAIL: 0 of 1 reference(s) of this split pass"]
+        "FAIL: 0 of 1 reference of this split pass"]
     assert text.splitlines()[2] == "  images: count as expected"

@@ -202,7 +202,7 @@ def test_batches_that_name_their_images_and_batches_that_do_not_are_not_mixed():
         with pytest.raises(IncompatibleImagesError) as caught:
             concat_records(parts)
         assert str(caught.value) == (
-            "record batches cannot be joined: 2 image(s) have keys (a/1.png, ...) and 2 have "
+            "record batches cannot be joined: 2 images have keys (a/1.png, ...) and 2 have "
             "none; name every image or none")
     empty = named.take(np.array([], dtype=np.int64))
     assert concat_records([named, empty, named]).keys == named.keys * 2

@@ -71,7 +71,7 @@ def test_a_zarr_store_missing_one_chunk_is_refused_naming_it(holed):
 def test_allowed_missing_chunks_give_the_oracle_of_the_fill_values_and_say_so(holed, images):
     filled = images.copy()
     filled[8:12] = FILL
-    note = (f"4 of 20 images read as the fill value {FILL} from 1 missing chunk(s) of the zarr "
+    note = (f"4 of 20 images read as the fill value {FILL} from 1 missing chunk of the zarr "
             "store {}(c/2/0/0/0; images 8-11): allow_missing_chunks")
     stats = normstats.compute(holed, allow_missing_chunks=True)
     assert_matches_oracle(stats, list(filled), 255)
@@ -105,7 +105,7 @@ def test_a_small_claiming_store_allowed_counts_every_claimed_image(tmp_path, rng
     array[:8] = written
     stats = normstats.compute(path, allow_missing_chunks=True)
     assert_matches_oracle(stats, list(written) + [np.zeros((2, 2, 1), np.uint8)] * 992, 255)
-    assert "992 of 1,000 images read as the fill value 0 from 124 missing chunk(s)" in \
+    assert "992 of 1,000 images read as the fill value 0 from 124 missing chunks" in \
         stats.source
 
 
@@ -196,7 +196,7 @@ def test_condition_of_vectors_with_no_feature_or_with_nan_is_one_line(tmp_path, 
     expected = {
         "none.npy": "vectors of shape (5, 0) have no features (axis 1 has length 0): there "
                     "is nothing to condition",
-        "nan.npy": "3 NaN and 1 infinite in 2 feature(s) (feature 1: 2 NaN, feature 2: 1 NaN "
+        "nan.npy": "3 NaN and 1 infinite in 2 features (feature 1: 2 NaN, feature 2: 1 NaN "
                    "and 1 infinite): the condition number needs every value of every vector; "
                    "drop or impute those rows first (normstats compute leaves NaN out per "
                    "feature)"}

@@ -35,7 +35,7 @@ import numpy as np
 
 from normstats.engine.cache.plan import CachedFailure, SegmentIndex
 from normstats.engine.cache.zarr_chunks import read_array
-from normstats.errors import SkipKind
+from normstats.errors import SkipKind, numbered
 from normstats.maths.records import FloatRecords, IntegerRecords, Records, impossible_rows
 from normstats.sources.decoding.file_read import not_regular_reason, read_whole_file
 
@@ -172,20 +172,21 @@ def read_segment(segments_dir: Path, marker_path: Path) -> LoadedSegment | None:
     """
     if not marker_path.name.endswith(".json") or marker_path.name.startswith("."):
         return None
-    rows = "the"
+    rows: int | None = None  # known once the marker is read
     try:
         marker = read_cache_json(marker_path, MARKER_LIMIT)
         digest = marker.pop("digest")
         if marker["format"] != FORMAT or marker["segment"] != marker_path.name[:-5]:
             return None
-        rows = f"the {int(marker['rows']):,}"
+        rows = int(marker["rows"])
         arrays = _read_arrays(segments_dir / marker["segment"], marker)
         if _digest(marker, arrays) != digest:
             return None
         return _loaded(marker, arrays)
     except DamagedFile as damage:
-        raise DamagedFile(damage.path, f"{damage.reason}; {rows} file(s) of its segment are "
-                          "decoded again") from None
+        files = "the files of its segment are" if rows is None else \
+            f"the {numbered(rows, 'file')} of its segment {'is' if rows == 1 else 'are'}"
+        raise DamagedFile(damage.path, f"{damage.reason}; {files} decoded again") from None
     except Exception:  # noqa: BLE001 - any damage means "not committed": decode again
         return None
 
