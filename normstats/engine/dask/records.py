@@ -208,8 +208,8 @@ def records(data: Any, *, options: ReadOptions | None = None,
     if source is None:
         source = open_source(data, options=options)
     if isinstance(source, ArraySource) and source.nodata is None and source.mask is None:
-        if source.kind == "vectors":
-            reported["scale"] = _vector_scale(options.scale)
+        if source.kind == "vectors":  # reduced as vectors: per feature, in raw units
+            reported.update(scale=_vector_scale(options.scale), mode="NC")
         # images() gives (N, H, W, C) whatever the source's layout (vectors 1×1 images of d
         # channels): detected again, (N, 1, 1, d) or (N, 8, 8, 2) would read otherwise
         return replace(_dask_array_records(images(source, task_size=task_size, workers=workers),

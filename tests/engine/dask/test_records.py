@@ -117,3 +117,7 @@ def test_records_of_an_array_keep_its_layout_and_vectors_their_raw_units(rng):
         assert list(reduced.mean) == [float(Fraction(int(t), 30)) for t in rows.sum(axis=0)]
         assert (reduced.mean, reduced.std) == (normstats.compute(rows).mean,
                                                normstats.compute(rows).std)
+        # reported as vectors, as compute reports them: the numpy array's records said
+        # "30 images, mode NHWC", a per-image std of 0 and a Normalize line
+        assert (reduced.kind, reduced.mode, reduced.per_image_std) == ("vectors", "NC", None)
+        assert "30 vectors, 2 features" in str(reduced) and "Normalize" not in str(reduced)
