@@ -1,6 +1,6 @@
 """Labelled arrays (xarray's ``DataArray``): their dimension names say the layout, their
-band coordinate names the channels. Tables (a pandas or Dask ``DataFrame`` or ``Series``)
-are vectors: a column is a feature, named by its label (see `table_array`).
+band coordinate names the channels. Tables (a pandas, Dask or polars ``DataFrame`` or
+``Series``) are vectors: a column is a feature, named by its label (see `table_array`).
 
 =============  =====================================================================
 layout letter  dimension names (any case)
@@ -42,6 +42,9 @@ DIMENSION_NAMES = {
 _LETTER = {name: letter for letter, names in DIMENSION_NAMES.items() for name in names}
 #: The layout each set of letters is read in when its order is no layout of its own.
 _CANONICAL = ("NHWC", "NHW", "HWC", "HW", "NC")
+#: The polars types read as tables (a LazyFrame to be refused with advice).
+_POLARS_TABLES = ("DataFrame", "Series", "LazyFrame")
+_NO_COLUMNS = "a table with no columns has no features"
 
 
 def is_labelled(data: Any) -> bool:
@@ -58,16 +61,18 @@ def is_labelled(data: Any) -> bool:
 
 
 def is_table(data: Any) -> bool:
-    """True for a pandas or Dask ``DataFrame`` or ``Series`` (told by their module and
-    attributes, without importing pandas).
+    """True for a pandas, Dask or polars ``DataFrame`` or ``Series`` and a polars
+    ``LazyFrame`` (told by their module and attributes, without importing their package).
 
     Examples
     --------
-    >>> import numpy as np, pandas as pd
-    >>> is_table(pd.DataFrame({"a": [1]})), is_table(np.zeros(3))
-    (True, False)
+    >>> import numpy as np, pandas as pd, polars as pl
+    >>> is_table(pd.DataFrame({"a": [1]})), is_table(pl.Series([1])), is_table(np.zeros(3))
+    (True, True, False)
     """
     package = type(data).__module__.split(".")[0]
+    if package == "polars":  # before any attribute: a LazyFrame's resolve its query
+        return type(data).__name__ in _POLARS_TABLES
     shaped = hasattr(data, "columns") or hasattr(data, "to_frame")
     return shaped and hasattr(data, "dtypes") and (
         package == "pandas" or type(data).__module__.startswith("dask.dataframe"))
@@ -84,7 +89,9 @@ def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
     exactly: an int64 column beside floats is read when its values lie within ±2**53, and
     refused, named, when one does not (float64 would round it). A Dask table stays lazy:
     its row counts (and such a column's extremes) are computed first. The index is not a
-    feature.
+    feature. A polars null is a missing value, as NaN is: an integer column holding one is
+    read as float64 (within ±2**53), and missing values are left out per feature. A polars
+    ``LazyFrame`` is a query, refused with the call that runs it.
 
     Examples
     --------
@@ -95,10 +102,13 @@ def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
     """
     import numpy as np
 
-    frame = table if hasattr(table, "columns") else table.to_frame()
     if options.layout not in (None, "NC"):
         raise InvalidOptionError(f"a table is vectors (N, d), one feature a column; layout "
                                  f"{options.layout} is for arrays of images")
+    if type(table).__module__.startswith("polars"):
+        array, labels = _polars_array(table)
+        return array, options.with_changes(layout="NC", channels=options.channels or labels)
+    frame = table if hasattr(table, "columns") else table.to_frame()
     columns = list(zip(frame.columns, frame.dtypes))
     twice = frame.columns[frame.columns.duplicated()]  # pandas' Index, in Dask tables too
     if len(twice):
@@ -112,16 +122,20 @@ def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
             raise InvalidOptionError(f"a table's columns are read as numeric features, and "
                                      f"{label!r} {advice}")
     if other:
-        raise InvalidOptionError(
-            f"a table's columns are read as numeric features, and {', '.join(other[:3])} "
-            f"{'is' if len(other) == 1 else 'are'} not numbers of numpy's types: select the "
-            "numeric ones, df.select_dtypes('number'), or convert them, "
-            "df.astype('float64') (missing values become NaN, left out per feature)")
+        _refuse_not_numbers(other, "not numbers of numpy's types: select the numeric ones, "
+                            "df.select_dtypes('number'), or convert them, "
+                            "df.astype('float64')")
     if not columns:
-        raise InvalidOptionError("a table with no columns has no features")
+        raise InvalidOptionError(_NO_COLUMNS)
     common = np.result_type(*(dtype for _, dtype in columns))
-    _refuse_rounded(frame, [label for label, dtype in columns
-                            if not _converts_exactly(dtype, common)], common)
+    wide = [label for label, dtype in columns if not _converts_exactly(dtype, common)]
+    if wide:
+        lows, highs = frame[wide].min(), frame[wide].max()
+        if hasattr(lows, "compute"):
+            import dask
+
+            lows, highs = dask.compute(lows, highs)
+        _refuse_rounded({label: (lows[label], highs[label]) for label in wide}, common)
     if hasattr(frame, "to_dask_array"):
         array = frame.astype(common).to_dask_array(lengths=True)
     else:
@@ -148,6 +162,70 @@ def _column_advice(column: Any, label: Any) -> str | None:
     return None
 
 
+def _polars_array(table: Any) -> tuple[Any, tuple[str, ...]]:
+    """A polars ``DataFrame``'s (or ``Series``') numeric columns as one numpy array (N, d),
+    exactly, and their names: nulls become NaN (an integer column holding one, float64)."""
+    import numpy as np
+
+    kind = type(table).__name__
+    if kind == "LazyFrame":
+        raise InvalidOptionError(
+            "a polars LazyFrame is a query, not yet its rows: run it first, "
+            "normstats.compute(lf.collect()) (select the numeric columns in the query to "
+            "collect only those)")
+    frame = table.to_frame() if kind == "Series" else table
+    columns = [(name, frame[name]) for name in frame.columns]
+    for name, column in columns:
+        advice = _polars_column_advice(column, name)
+        if advice:
+            raise InvalidOptionError(f"a table's columns are read as numeric features, and "
+                                     f"{name!r} {advice}")
+    other = [f"{name!r} ({column.dtype})" for name, column in columns
+             if not _is_polars_number(column.dtype)]
+    if other:
+        _refuse_not_numbers(other, "not integers, floats or booleans: select the numeric "
+                            "ones, df.select(pl.selectors.numeric()), or cast them, "
+                            "pl.col(...).cast(pl.Float64)")
+    if not columns:
+        raise InvalidOptionError(_NO_COLUMNS)
+    arrays = [column.to_numpy() for _, column in columns]  # nulls: NaN, integers as float64
+    common = np.result_type(*(array.dtype for array in arrays))
+    _refuse_rounded({name: (column.min(), column.max()) for name, column in columns
+                     if column.dtype.is_integer() and not _converts_exactly(
+                         np.dtype(str(column.dtype).lower()), common)}, common)
+    array = np.empty((len(frame), len(arrays)), common)
+    for j, values in enumerate(arrays):
+        array[:, j] = values
+    return array, tuple(str(name) for name, _ in columns)
+
+
+def _is_polars_number(dtype: Any) -> bool:
+    """Whether a polars ``dtype`` is a boolean, or a float or integer numpy also has (not
+    polars' 128-bit integers nor its decimals)."""
+    import numpy as np
+
+    if str(dtype) == "Boolean":
+        return True
+    return (dtype.is_integer() or dtype.is_float()) and hasattr(np, str(dtype).lower())
+
+
+def _polars_column_advice(column: Any, name: str) -> str | None:
+    """How normstats reads a polars ``column`` of encoded images or arrays (None for any
+    other column)."""
+    dtype = str(column.dtype)
+    if dtype == "Binary" or (dtype.startswith("Struct") and "bytes" in column.struct.fields):
+        return ("holds encoded images: give normstats the images rather than their table, "
+                "e.g. the Hugging Face dataset it came from (normstats.compute(dataset)), its "
+                "Parquet files or a folder")
+    if dtype.startswith("Array"):
+        return (f"holds arrays: normstats.compute(df[{name!r}].to_numpy()) reads them as one "
+                "array (vectors (N, d) or images)")
+    if dtype.startswith("List"):
+        return (f"holds lists: normstats.compute(np.stack(df[{name!r}].to_list())) reads them "
+                "as one array (vectors (N, d) or images)")
+    return None
+
+
 def _converts_exactly(dtype: Any, common: Any) -> bool:
     """Whether every value of ``dtype`` is one of ``common``: numpy calls int64 to float64
     a safe cast, but float64 holds integers of 53 bits only."""
@@ -165,21 +243,25 @@ def _integer_bits(float_type: Any) -> int:
     return int(np.finfo(float_type).nmant) + 1
 
 
-def _refuse_rounded(frame: Any, wide: list[Any], common: Any) -> None:
-    """Refuse the integer columns ``wide`` of ``frame`` when one holds a value that
-    ``common`` (a float type) would round."""
-    if not wide:
-        return
-    lows, highs = frame[wide].min(), frame[wide].max()
-    if hasattr(lows, "compute"):
-        import dask
+def _refuse_not_numbers(columns: list[str], advice: str) -> None:
+    """Refuse a table whose ``columns`` (described, with their types) are not numbers."""
+    raise InvalidOptionError(
+        f"a table's columns are read as numeric features, and {', '.join(columns[:3])} "
+        f"{'is' if len(columns) == 1 else 'are'} {advice} (missing values become NaN, left "
+        "out per feature)")
 
-        lows, highs = dask.compute(lows, highs)
+
+def _refuse_rounded(ranges: dict[Any, tuple[Any, Any]], common: Any) -> None:
+    """Refuse integer columns, given as {label: (lowest, highest)}, when one holds a value
+    that ``common`` (a float type) would round. A column of no values (its extremes NaN or
+    None) has nothing to round."""
+    if not ranges:
+        return
     bits = _integer_bits(common)
     limit = 2 ** bits
-    rounded = [f"{label!r} (from {int(lows[label])} to {int(highs[label])})" for label in wide
-               if lows[label] == lows[label]  # NaN: a table of no rows, nothing to round
-               and not -limit <= int(lows[label]) <= int(highs[label]) <= limit]
+    rounded = [f"{label!r} (from {int(low)} to {int(high)})"
+               for label, (low, high) in ranges.items()
+               if low is not None and low == low and not -limit <= int(low) <= int(high) <= limit]
     if rounded:
         raise InvalidOptionError(
             f"a table's columns are read as one array of {common}, which would round the "

@@ -9,6 +9,7 @@ import dask.array as dka
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 import xarray as xr
 from oracle import integer_mean_std
@@ -153,3 +154,66 @@ def test_tables_that_are_not_numbers_or_would_round_are_refused_by_column(rng):
     twice = pd.concat([table, table[["id"]]], axis=1)  # columns a, id, id
     with pytest.raises(InvalidOptionError, match="'id' names more than one: rename them"):
         normstats.compute(twice)
+
+
+def test_a_polars_table_is_vectors_too_and_its_nulls_are_missing_values(rng):
+    """A polars DataFrame used to be iterated as images, column by column: (N, 2) features
+    gave one channel L whose mean pooled both columns."""
+    ages = rng.integers(18, 90, 40)
+    heights = rng.normal(170, 10, 40)
+    table = pl.DataFrame({"height": heights, "age": ages})
+    stats = normstats.compute(table)
+    assert stats.kind == "vectors" and stats.channels == ("height", "age")
+    assert _numbers(stats) == _numbers(normstats.compute(pd.DataFrame({"height": heights,
+                                                                       "age": ages})))
+    assert stats.mean[1] == float(Fraction(int(ages.sum()), 40))
+    ints = normstats.compute(table.select(pl.col("age") * 3))  # integers stay integers
+    assert ints.dtype == "int64" and ints.mean == (float(Fraction(3 * int(ages.sum()), 40)),)
+    assert normstats.compute(table["age"]).channels == ("age",)  # a Series: one feature
+    assert normstats.compute(table, channels="h,a").channels == ("h", "a")
+    reduced = _numbers(normstats.reduce(normstats.records(table)))
+    # records count no NaN; float rows merged one by one, not in blocks: the float
+    # contract (README, Exactness), relative error below 1e-12
+    assert reduced["std_ddof1"] == pytest.approx(_numbers(stats)["std_ddof1"], rel=1e-12)
+    assert reduced == {**_numbers(stats), "counts": None, "std_ddof1": reduced["std_ddof1"]}
+
+    # a null is a missing value, left out of its feature as NaN is (an integer column
+    # holding one is read as float64, exactly: its values lie within 2**53)
+    holes = table.with_columns(pl.when(pl.int_range(40) % 4 == 0).then(None)
+                               .otherwise(pl.col("age")).alias("age"))
+    kept = [int(a) for i, a in enumerate(ages) if i % 4]
+    with_holes = normstats.compute(holes)
+    assert with_holes.counts == (40, len(kept)) and with_holes.mean[0] == stats.mean[0]
+    assert with_holes.mean[1] == pytest.approx(float(Fraction(sum(kept), len(kept))),
+                                               rel=1e-12)  # float64: the float contract
+    as_nan = pd.DataFrame({"height": heights, "age": [a if i % 4 else np.nan
+                                                      for i, a in enumerate(ages)]})
+    assert _numbers(with_holes) == _numbers(normstats.compute(as_nan))  # NaN, as pandas
+
+
+def test_polars_columns_that_are_not_numbers_or_would_round_are_refused_by_name(rng):
+    table = pl.DataFrame({"height": rng.normal(170, 10, 5), "id": 2**60 + np.arange(5)})
+    nulls = pl.DataFrame({"id": [2**60, None, 3]})  # integers alone, but a null: float64
+    for data in (table, nulls):
+        with pytest.raises(InvalidOptionError, match=r"round the integers of 'id' \(from "
+                                                     r"\d+ to .* past 2\*\*53"):
+            normstats.compute(data)
+    assert normstats.compute(table.select("id")).mean == (float(2**60 + 2),)  # exact
+    with pytest.raises(InvalidOptionError, match=r"'x' \(String\) is not integers, floats or "
+                                                 r"booleans: select the numeric ones"):
+        normstats.compute(table.with_columns(pl.lit("a").alias("x")))
+    with pytest.raises(InvalidOptionError, match=r"'x' \(Decimal"):
+        normstats.compute(table.with_columns(pl.col("height").cast(pl.Decimal(10, 2))
+                                             .alias("x")))
+    for values, says in (([b"\x89PNG\r\n\x1a\n"] * 5, "'x' holds encoded images"),
+                         ([[1.0, 2.0]] * 5, r"'x' holds lists: normstats.compute\(np.stack"),
+                         (np.zeros((5, 2)), r"'x' holds arrays: normstats.compute\(df\['x'\]"
+                                            r".to_numpy\(\)\)")):
+        with pytest.raises(InvalidOptionError, match=says):
+            normstats.compute(table.with_columns(pl.Series("x", values)))
+    with pytest.raises(InvalidOptionError, match=r"LazyFrame is a query.*lf.collect\(\)"):
+        normstats.compute(table.lazy())
+    with pytest.raises(InvalidOptionError, match="no columns"):
+        normstats.compute(pl.DataFrame())
+    with pytest.raises(normstats.EmptyDatasetError, match="no rows"):
+        normstats.compute(table.head(0))
