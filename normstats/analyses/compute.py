@@ -13,10 +13,13 @@ cluster to run it all on.
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Unpack
+
+import numpy as np
 
 from normstats.errors import InvalidOptionError
 from normstats.results.stats import DatasetStats
@@ -163,7 +166,8 @@ def compute(data: Any, *, options: ReadOptions | None = None,
                     by_folder=by_folder, outliers=outliers, cache=cache,
                     mean_image=mean_image or mean_image_std, covariance=covariance,
                     verify_cache=verify_cache, workers=workers, scheduler=scheduler,
-                    local_cluster=local_cluster, threads_per_worker=threads_per_worker)
+                    local_cluster=local_cluster, threads_per_worker=threads_per_worker,
+                    task_size=task_size)
     run = {"workers": workers, "scheduler": scheduler, "task_size": task_size,
            "progress": progress, "on_result": on_result}
     if local_cluster:
@@ -275,9 +279,12 @@ def check_arguments(*, sample: int | None = None, seed: int | None = None,
                     cache: str | os.PathLike | bool | None = None,
                     verify_cache: int | str | None = None, workers: int | None = None,
                     scheduler: Any = None, local_cluster: bool = False,
-                    threads_per_worker: int | None = None) -> None:
-    """Refuse arguments of `compute` that contradict each other, before any work (the
-    command line calls it first, to report them as mistakes of the command line).
+                    threads_per_worker: int | None = None, task_size: int | None = None
+                    ) -> None:
+    """Refuse arguments of `compute` that contradict each other or are not of their kind
+    (a count that is no whole number of at least 1, a flag that is not True or False),
+    before any work (the command line calls it first, to report them as mistakes of the
+    command line; its own types already refuse the second kind).
 
     Examples
     --------
@@ -286,6 +293,16 @@ def check_arguments(*, sample: int | None = None, seed: int | None = None,
     ...
     normstats.errors.InvalidOptionError: --percentiles needs every pixel: not with --sample/...
     """
+    for name, count in (("sample", sample), ("task_size", task_size)):
+        if count is not None and (isinstance(count, bool) or not isinstance(
+                count, numbers.Integral) or count < 1):
+            raise InvalidOptionError(f"{name} must be a whole number of at least 1, got "
+                                     f"{count!r}")
+    for name, flag in (("percentiles", percentiles), ("by_folder", by_folder),
+                       ("outliers", outliers), ("covariance", covariance)):
+        if not isinstance(flag, bool | np.bool_):
+            hint = " (it adds p0.5, p2, p98 and p99.5)" if name == "percentiles" else ""
+            raise InvalidOptionError(f"{name} is True or False{hint}, got {flag!r}")
     sampling = sample is not None or precision is not None
     problems = [
         (sampling and percentiles, "--percentiles needs every pixel: not with "

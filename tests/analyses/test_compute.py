@@ -225,6 +225,28 @@ def test_arguments_that_agree_pass(arguments: dict) -> None:
     assert check_arguments(**arguments) is None
 
 
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"sample": -3}, "sample must be a whole number of at least 1, got -3"),
+    ({"sample": 0}, "sample must be a whole number of at least 1, got 0"),
+    ({"sample": 2.5}, "sample must be a whole number of at least 1, got 2.5"),
+    ({"sample": True}, "sample must be a whole number of at least 1, got True"),
+    ({"task_size": 0}, "task_size must be a whole number of at least 1, got 0"),
+    ({"percentiles": (1, 99)},
+     "percentiles is True or False (it adds p0.5, p2, p98 and p99.5), got (1, 99)"),
+    ({"covariance": "yes"}, "covariance is True or False, got 'yes'"),
+], ids=lambda value: str(value)[:60])
+def test_counts_and_flags_of_the_wrong_kind_are_refused_from_python_too(
+        arguments: dict, message: str) -> None:
+    """The command line's types refused these; from Python, sample=-3 drew 17 of 20 images,
+    sample=0 read them all, and percentiles=(1, 99) gave p0.5, p2, p98 and p99.5."""
+    x = np.zeros((20, 2, 2, 3), np.uint8)
+    with pytest.raises(InvalidOptionError) as caught:
+        normstats.compute(x, **arguments)
+    assert str(caught.value) == message
+    assert normstats.compute(x, sample=np.int64(3), seed=0, percentiles=np.bool_(False)
+                             ).images == 3  # numpy's integers and booleans are kinds too
+
+
 def test_what_the_pixels_are_read_for() -> None:
     from normstats.analyses.compute import _accumulators
 
