@@ -69,10 +69,12 @@ def list_command(cache_dir: Path | None) -> None:
     if not groups:
         click.echo(f"no cached datasets in {printable(str(cache_dir))}")
         return
-    click.echo(f"{'updated':<16}  {'images':>10}  {'size':>9}  {'policy':<28}  root")
-    for g in groups:
+    policies = [_policy(g.identity) for g in groups]
+    width = max(28, *map(len, policies))  # the roots line up however long a policy
+    click.echo(f"{'updated':<16}  {'images':>10}  {'size':>9}  {'policy':<{width}}  root")
+    for g, policy in zip(groups, policies):
         click.echo(f"{_when(g.updated):<16}  {g.images:>10,}  {_size(g.size):>9}  "
-                   f"{_policy(g.identity):<28}  {printable(g.root)}")
+                   f"{policy:<{width}}  {printable(g.root)}")
     click.echo(f"{numbered(len(groups), 'dataset')}, {_size(sum(g.size for g in groups))} in "
                f"{printable(str(cache_dir))}" + (f"; {empty} empty entr"
                                                  f"{'y' if empty == 1 else 'ies'} not shown "

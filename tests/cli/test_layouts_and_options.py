@@ -110,5 +110,8 @@ def test_cache_list_labels_policies_and_hides_runs_that_produced_nothing(tmp_pat
     lines = [line for line in listing.splitlines() if str(data) in line]
     assert len(lines) == 2
     assert any("RGB, Resize(4), CenterCrop(4)" in line for line in lines)
+    # the roots line up, past a policy longer than the column (it pushed its root right)
+    header = listing.splitlines()[0]
+    assert {line.index(str(data)) for line in lines} == {header.index("root")}
     assert str(tmp_path / "empty") not in listing
     assert "1 empty entry not shown" in listing
