@@ -169,7 +169,10 @@ def list_nesting(stored: Any) -> tuple[int, Any]:
 def _pixel_arrays_hint(schema: Any, names: list[str]) -> str:
     """What to do when one of the columns ``names`` holds pixel arrays (an ``Array3D``
     feature, or the nested lists ``map`` makes of numpy pixels), which the file readers
-    leave to the datasets library; else ''."""
+    leave to the datasets library, or lists of numbers in a file of no dataset, or when
+    every column is a number (a table of features); else ''."""
+    import pyarrow as pa
+
     features = dataset_features(schema)
     for name in names:
         feature = features.get(name)
@@ -179,12 +182,24 @@ def _pixel_arrays_hint(schema: Any, names: list[str]) -> str:
             held = f"{kind} of shape {tuple(feature.get('shape') or ())}, {dtype}"
         elif kind in LIST_FEATURES and depth >= 2 and dtype is not None:
             held = f"{depth} levels of lists of {dtype}"
+        elif not features and depth >= 1 and dtype is not None:  # no datasets file
+            levels = "1 level" if depth == 1 else f"{depth} levels"
+            return (f"; column {name!r} holds lists of {dtype} ({levels}): if they are "
+                    "pixels or vectors, read them into one array and pass it, in Python "
+                    f"normstats.compute(np.array(pq.read_table(path)[{name!r}].to_pylist()))")
         else:
             continue
         key = "" if name in IMAGE_KEYS else f", image_key={name!r}"
         return (f"; column {name!r} holds pixel arrays ({held}), which normstats reads from "
                 "the dataset object, not from its files: in Python, load it with datasets "
                 f"(load_from_disk, load_dataset) and pass it, normstats.compute(dataset{key})")
+    kinds = [schema.field(name).type for name in names]
+    if kinds and all(pa.types.is_integer(t) or pa.types.is_floating(t)
+                     or pa.types.is_boolean(t) for t in kinds):
+        return ("; every column is a number: for per-feature statistics of the table, pass "
+                "it as a pandas or polars DataFrame, in Python "
+                "normstats.compute(pd.read_parquet(path)) for a Parquet file, "
+                "normstats.compute(dataset.to_pandas()) for a Hugging Face dataset")
     return ""
 
 

@@ -168,8 +168,25 @@ def test_parquet_image_column_is_chosen_or_asked_for(tmp_path, images):
     with pytest.raises(InvalidOptionError, match="no column 'nope'"):
         normstats.compute(tmp_path / "two.parquet", image_key="nope")
     pq.write_table(pa.table({"label": [1]}), tmp_path / "none.parquet")
-    with pytest.raises(NormstatsError, match="no image column"):
+    with pytest.raises(NormstatsError, match="no image column") as caught:
         normstats.compute(tmp_path / "none.parquet")
+    # a file of numbers, or of pixel lists written by pyarrow itself (no datasets
+    # metadata), says how to read it (it said only which columns it has)
+    assert str(caught.value).endswith(
+        "every column is a number: for per-feature statistics of the table, pass it as a "
+        "pandas or polars DataFrame, in Python normstats.compute(pd.read_parquet(path)) for a "
+        "Parquet file, normstats.compute(dataset.to_pandas()) for a Hugging Face dataset")
+    pair = [images[0], images[0][::-1].copy()]  # one size: one array
+    pixels = pa.array([image.tolist() for image in pair])
+    pq.write_table(pa.table({"pixels": pixels, "label": [1, 2]}), tmp_path / "lists.parquet")
+    with pytest.raises(NormstatsError) as caught:
+        normstats.compute(tmp_path / "lists.parquet")
+    assert str(caught.value).endswith(
+        "the columns are pixels, label; column 'pixels' holds lists of int64 (3 levels): if "
+        "they are pixels or vectors, read them into one array and pass it, in Python "
+        "normstats.compute(np.array(pq.read_table(path)['pixels'].to_pylist()))")
+    advised = np.array(pq.read_table(tmp_path / "lists.parquet")["pixels"].to_pylist())
+    assert_matches_oracle(normstats.compute(advised.astype(np.uint8)), pair, 255)
 
 
 def test_a_damaged_parquet_file_is_one_error_naming_it(tmp_path, images):
