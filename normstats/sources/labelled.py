@@ -71,7 +71,7 @@ def is_table(data: Any) -> bool:
     (True, True, False)
     """
     package = type(data).__module__.split(".")[0]
-    if package == "polars":  # before any attribute: a LazyFrame's resolve its query
+    if package == "polars":  # before any attribute: a LazyFrame's would run its query
         return type(data).__name__ in _POLARS_TABLES
     shaped = hasattr(data, "columns") or hasattr(data, "to_frame")
     return shaped and hasattr(data, "dtypes") and (
@@ -192,7 +192,8 @@ def _polars_array(table: Any) -> tuple[Any, tuple[str, ...]]:
     common = np.result_type(*(array.dtype for array in arrays))
     _refuse_rounded({name: (column.min(), column.max()) for name, column in columns
                      if column.dtype.is_integer() and not _converts_exactly(
-                         np.dtype(str(column.dtype).lower()), common)}, common)
+                         np.dtype(str(column.dtype).lower()), common)}, common,
+                    "df.cast(pl.Float64)")
     array = np.empty((len(frame), len(arrays)), common)
     for j, values in enumerate(arrays):
         array[:, j] = values
@@ -251,10 +252,11 @@ def _refuse_not_numbers(columns: list[str], advice: str) -> None:
         "out per feature)")
 
 
-def _refuse_rounded(ranges: dict[Any, tuple[Any, Any]], common: Any) -> None:
+def _refuse_rounded(ranges: dict[Any, tuple[Any, Any]], common: Any,
+                    convert: str = "df.astype('float64')") -> None:
     """Refuse integer columns, given as {label: (lowest, highest)}, when one holds a value
-    that ``common`` (a float type) would round. A column of no values (its extremes NaN or
-    None) has nothing to round."""
+    that ``common`` (a float type) would round; ``convert`` is the table's own call that
+    converts them. A column of no values (its extremes NaN or None) has nothing to round."""
     if not ranges:
         return
     bits = _integer_bits(common)
@@ -266,8 +268,8 @@ def _refuse_rounded(ranges: dict[Any, tuple[Any, Any]], common: Any) -> None:
         raise InvalidOptionError(
             f"a table's columns are read as one array of {common}, which would round the "
             f"integers of {', '.join(rounded[:3])}, past 2**{bits}: "
-            "compute those columns apart, or convert them if that rounding is acceptable, "
-            "df.astype('float64')")
+            f"compute those columns apart, or convert them if that rounding is acceptable, "
+            f"{convert}")
 
 
 def unlabelled(data: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
