@@ -182,6 +182,8 @@ def check_compute_arguments(arguments: dict[str, Any]) -> None:
 
 #: The flags that name a file for an array of the result, and what each array is.
 MEAN_IMAGE_FILES = {"mean_image": "mean image", "mean_image_std": "per-position std"}
+#: Names of pictures, which a ``.npy`` file written under them would only pretend to be.
+PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp")
 
 
 def mean_image_files(arguments: dict[str, Any], overwrite: bool) -> dict[str, str]:
@@ -192,7 +194,13 @@ def mean_image_files(arguments: dict[str, Any], overwrite: bool) -> dict[str, st
     files = {name: arguments[name] for name in MEAN_IMAGE_FILES if arguments.get(name)}
     if len(set(files.values())) < len(files):
         raise click.UsageError("--mean-image and --mean-image-std name the same file")
-    for path in files.values():
+    for name, path in files.items():
+        stem, dot, suffix = path.rpartition(".")
+        if dot and f".{suffix.lower()}" in PICTURE_SUFFIXES:
+            option = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{option} writes the exact float64 array with numpy.save, "
+                                   f"not a picture: name it {stem}.npy ({path} would hold a "
+                                   ".npy file that no image viewer opens)")
         check_new_file(path, overwrite)
     for name in MEAN_IMAGE_FILES:
         arguments[name] = name in files

@@ -181,9 +181,16 @@ class PixelSource:
     """
 
     def __init__(self, source: Any, wants: tuple[str, ...]) -> None:
-        what = " and ".join(_NAMES[name] for name in wants)
+        names = list(dict.fromkeys(_NAMES[name] for name in wants))
+        what = " and ".join(names)
+        are = "are" if len(names) > 1 or names[0] == "percentiles" else "is"
+        if getattr(source, "kind", "images") == "vectors":  # an array, but of no pixels
+            raise InvalidOptionError(f"{what} {are} computed for images, and "
+                                     f"{source.description} holds vectors (N, d): compute "
+                                     "its per-feature statistics without "
+                                     f"{'them' if are == 'are' else 'it'}")
         if getattr(source, "kind", "images") != "images" or not hasattr(source, "tasks"):
-            raise InvalidOptionError(f"{what} are computed for image folders, files, arrays "
+            raise InvalidOptionError(f"{what} {are} computed for image folders, files, arrays "
                                      f"and map-style datasets, not for {source.description}")
         self.inner = copy.copy(source)
         self.wants = wants

@@ -117,6 +117,22 @@ def test_mean_image_files_hold_what_the_library_computes(tmp_path, png_folder):
     assert replaced.exit_code == 0 and "every image is decoded" not in replaced.stderr
 
 
+@pytest.mark.parametrize("name", ["mean.png", "MEAN.TIFF"])
+def test_a_mean_image_named_as_a_picture_is_refused_before_any_work(tmp_path, png_folder,
+                                                                   name):
+    """``--mean-image mean.png`` wrote the .npy array under that name: a "PNG" that no image
+    viewer opens."""
+    root, _ = png_folder
+    result = CliRunner().invoke(main, ["compute", str(root), "--mean-image-std",
+                                       str(tmp_path / name)])
+    stem = str(tmp_path / name).rpartition(".")[0]
+    assert result.exit_code == 2 and result.output == (
+        f"normstats: error: --mean-image-std writes the exact float64 array with numpy.save, "
+        f"not a picture: name it {stem}.npy ({tmp_path / name} would hold a .npy file that no "
+        "image viewer opens) (see main compute --help)\n")  # CliRunner names it main
+    assert not (tmp_path / name).exists()
+
+
 def test_mean_image_of_two_sizes_is_one_line(tmp_path, png_folder):
     root, _ = png_folder  # images of three sizes
     result = CliRunner().invoke(main, ["compute", str(root), "--mean-image",

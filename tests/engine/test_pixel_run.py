@@ -130,10 +130,9 @@ def test_a_warm_cache_run_decodes_for_the_mean_image(tmp_path, rng):
     assert_exact(asked, images)
 
 
-def test_what_has_no_mean_image_is_refused(rng):
-    with pytest.raises(InvalidOptionError, match="mean image .* not for"):
-        normstats.compute(rng.normal(size=(10, 3)), mean_image=True)  # vectors
-    with pytest.raises(InvalidOptionError, match="mean image"):
+def test_what_has_no_mean_image_is_refused(rng):  # vectors: the test below
+    with pytest.raises(InvalidOptionError, match="the mean image is computed for image "
+                                                 "folders, .* not for"):
         normstats.compute(iter(list(same_size_images(rng, 3))), mean_image=True)
     with pytest.raises(InvalidOptionError, match="--mean-image needs every image"):
         normstats.compute(same_size_images(rng), mean_image=True, sample=5)
@@ -181,3 +180,18 @@ def test_the_values_tasks_hand_on_result_are_never_added_into(rng, wants):
         expected_mean, expected_std = exact_mean_image(images, 65535)
         mean, std = found["mean_image_std"].finalize(65535)
         assert np.array_equal(mean, expected_mean) and np.array_equal(std, expected_std)
+
+
+def test_vectors_have_no_percentiles_nor_mean_image_and_say_so(rng):
+    """An (N, d) array was told percentiles "are computed for ... arrays ..., not for array
+    (30, 2) float64", and "the mean image are computed"."""
+    vectors = rng.normal(size=(30, 2))
+    for wanted, says in (({"percentiles": True}, "percentiles are computed for images, and "
+                          "array (30, 2) float64 holds vectors (N, d): compute its per-feature "
+                          "statistics without them"),
+                         ({"mean_image": True}, "the mean image is computed for images, and "
+                          "array (30, 2) float64 holds vectors (N, d): compute its per-feature "
+                          "statistics without it")):
+        with pytest.raises(InvalidOptionError) as caught:
+            normstats.compute(vectors, **wanted)
+        assert str(caught.value) == says
