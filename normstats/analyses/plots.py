@@ -4,6 +4,8 @@ One panel per channel, the datasets side by side in each (the same colour in eve
 a violin of the per-image population stds (its middle line the mean per-image std), and
 the pooled std as a black bar across it, its value written above. Where the bar stands
 above the violin, images differ from one another more than their pixels vary within them.
+Vector data (N, d) has no per-image std: a panel per feature shows each dataset's std of
+that feature over its rows, in the data's own units.
 
 matplotlib is an optional extra (``pip install 'normstats[plot]'``) and is imported only
 when a figure is drawn, with the non-interactive Agg backend (no display needed).
@@ -46,7 +48,7 @@ def _label(name: str, width: int = 22) -> str:
 
 
 def _channel_panel(ax: Any, entries: list[Compared], channel: int, colors: list[str],
-                   columns: list[dict[int, int]]) -> None:
+                   columns: list[dict[int, int]], unit: str = "channel") -> None:
     """The panel of the first dataset's ``channel``: each dataset's own channel paired with
     it (``columns``: `paired_channels` per dataset), or "no R" where it has none."""
     positions = np.arange(len(entries))
@@ -83,7 +85,7 @@ def _channel_panel(ax: Any, entries: list[Compared], channel: int, colors: list[
     ax.set_xticks(positions, names, rotation=15 if tilted else 0,
                   ha="right" if tilted else "center", fontsize=8)
     ax.set_xlim(-0.6, len(entries) - 0.4)
-    ax.set_title(f"channel {entries[0].stats.channels[channel]}")
+    ax.set_title(f"{unit} {entries[0].stats.channels[channel]}")
     ax.grid(axis="y", alpha=0.3)
 
 
@@ -109,23 +111,32 @@ def plot_comparison(entries: list[Compared], path: str | os.PathLike,
     from matplotlib.patches import Patch
 
     colors = [f"C{i}" for i in range(len(entries))]
+    vectors = all(entry.stats.kind == "vectors" for entry in entries)
+    scale = entries[0].stats.scale
     width = max(3.2, 0.9 * len(entries) + 1.4)
     fig, axes = plt.subplots(1, channels, figsize=(width * channels, 4.4), sharey=True,
                              squeeze=False)
     try:
         for c in range(channels):
-            _channel_panel(axes[0, c], entries, c, colors, columns)
-        axes[0, 0].set_ylabel(f"std (pixel values / {entries[0].stats.scale:g})")
+            _channel_panel(axes[0, c], entries, c, colors, columns,
+                           "feature" if vectors else "channel")
+        values = "values" if vectors else "pixel values"
+        axes[0, 0].set_ylabel("std (raw values)" if vectors and scale == 1 else
+                              f"std ({values} / {scale:g})")
         top = max(max(e.stats.std) for e in entries)
         top = max([top] + [float(e.per_image_std.max()) for e in entries
                            if e.per_image_std is not None and e.per_image_std.size])
         axes[0, 0].set_ylim(0, top * 1.15 if top > 0 else 1)  # from 0: heights compare
-        fig.legend(handles=[Patch(facecolor="0.6", alpha=0.6, label="per-image std of each "
-                                  "image (line: their mean)"),
-                            Line2D([], [], color="black", linewidth=2.5, label="pooled std"),
-                            Line2D([], [], linestyle="none", label="ratio: mean per-image "
-                                   "std / pooled std")],
-                   loc="upper center", ncol=3, frameon=False, fontsize=9)
+        pooled = Line2D([], [], color="black", linewidth=2.5, label="pooled std")
+        handles = [Patch(facecolor="0.6", alpha=0.6, label="per-image std of each image "
+                         "(line: their mean)"), pooled,
+                   Line2D([], [], linestyle="none", label="ratio: mean per-image std / "
+                          "pooled std")]
+        if vectors:  # no images: each feature's spread over the rows, nothing per image
+            pooled.set_label("std of each feature over its rows")
+            handles = [pooled]
+        fig.legend(handles=handles, loc="upper center", ncol=len(handles), frameon=False,
+                   fontsize=9)
         fig.tight_layout(rect=(0, 0, 1, 0.93))
         fig.savefig(os.fspath(path), dpi=110)
     finally:

@@ -8,6 +8,7 @@ one test draws a real PNG through matplotlib's Agg backend.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,26 @@ def test_the_figure_has_a_panel_per_channel_a_shared_scale_and_a_legend(
                         ("close", (True,), {})]
 
 
+def test_vector_data_is_drawn_as_features_in_its_own_units(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vectors were drawn with the images' words: "channel c0", "std (pixel values / 1)"
+    and a legend of per-image stds and their ratio, which vector data does not have."""
+    def vectors(name: str, std: tuple[float, ...], scale: float = 1.0) -> Compared:
+        stats = replace(_stats(std, channels=("h", "w"), scale=scale), kind="vectors")
+        return Compared(name, stats)
+
+    log = _drawn([vectors("a", (1.5, 2.0)), vectors("b", (3.0, 0.5))], tmp_path / "v.png",
+                 monkeypatch)
+    titles = [args for name, args, _ in log if name.endswith("set_title")]
+    assert titles == [("feature h",), ("feature w",)]
+    assert ("ax00.set_ylabel", ("std (raw values)",), {}) in log
+    (_, _, kwargs), = [call for call in log if call[0] == "fig.legend"]
+    assert [h.get_label() for h in kwargs["handles"]] == ["std of each feature over its rows"]
+    assert kwargs["ncol"] == 1
+    scaled = _drawn([vectors("a", (1.5, 2.0), scale=10.0)], tmp_path / "s.png", monkeypatch)
+    assert ("ax00.set_ylabel", ("std (values / 10)",), {}) in scaled
+
+
 def test_the_scale_reaches_the_tallest_per_image_std(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     log = _drawn([SPREAD], str(tmp_path / "a.png"), monkeypatch)
@@ -250,8 +271,8 @@ def test_the_figure_pairs_channels_as_the_table_does(monkeypatch: pytest.MonkeyP
                                                     tmp_path: Path) -> None:
     drawn: list[tuple[int, list[dict[int, int]]]] = []
     monkeypatch.setattr(plots, "require_matplotlib", Pyplot)
-    monkeypatch.setattr(plots, "_channel_panel", lambda ax, entries, channel, colors, columns:
-                        drawn.append((channel, columns)))
+    monkeypatch.setattr(plots, "_channel_panel", lambda ax, entries, channel, colors, columns,
+                        unit: drawn.append((channel, columns)))
     swapped = Compared("swapped", _stats((0.5, 0.25), channels=("G", "R")))
     gray = Compared("gray", _stats((0.5,), channels=("L",)))
     Comparison((SPREAD, swapped, gray)).plot(tmp_path / "x.png")
