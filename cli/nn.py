@@ -58,7 +58,8 @@ def init_check_command(
     """Per-layer activation and gradient variance of a deep ReLU net under Xavier,
     Kaiming and Xavier + BatchNorm initialization (white-noise input).
 
-    Xavier's forward variance halves at every ReLU layer; Kaiming's stays near 1.
+    Xavier's forward variance halves at every ReLU layer; Kaiming's stays level, within a
+    small factor of 1 (2 from layer 1: the input is not rectified).
     """
     from normstats.nn.init_check import format_table, plot_variances, run_init_check
 
