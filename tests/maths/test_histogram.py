@@ -72,7 +72,7 @@ def test_errors():
     b = Histogram.from_array(np.zeros((1, 1, 1), np.uint16))
     with pytest.raises(IncompatibleImagesError):
         a.merge(b)
-    with pytest.raises(InvalidOptionError, match="image folders"):
+    with pytest.raises(InvalidOptionError, match=r"computed for images, and .* holds vectors"):
         compute_with_histogram(np.zeros((5, 3), np.uint8))
 
 
