@@ -218,9 +218,9 @@ _ARCHIVES = {(".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz"): "tar -xf {archi
 
 
 def missing_file_error(manifest: Manifest, root: str, path: str) -> NormstatsError:
-    """The error for a listed file missing under ``root``; when ``root`` holds a
-    downloaded archive (cifar-10-python.tar.gz), it says to extract it, since the manifest
-    names the files inside.
+    """The error for a listed file missing under ``root``; when ``root`` holds an archive
+    (the download, cifar-10-python.tar.gz, or any other), it says to extract it if the
+    files are inside: a manifest lists the extracted files, not the archive they came in.
 
     Examples
     --------
@@ -230,7 +230,7 @@ def missing_file_error(manifest: Manifest, root: str, path: str) -> NormstatsErr
     >>> print(missing_file_error(manifest, root, os.path.join(root, "data_batch_1")).reason)
     ... # doctest: +ELLIPSIS
     file of manifest cifar10-train not found under the root ...; the root holds the archive \
-cifar-10-python.tar.gz, and the manifest names files inside it: extract it first (tar -xf ...)
+cifar-10-python.tar.gz: if the manifest's files are inside it, extract it first (tar -xf ...)
     """
     reason = f"file of manifest {manifest.name} not found under the root {root}"
     try:
@@ -241,8 +241,8 @@ cifar-10-python.tar.gz, and the manifest names files inside it: extract it first
         for endings, command in _ARCHIVES.items():
             if name.lower().endswith(endings):
                 extract = command.format(archive=os.path.join(root, name), root=root)
-                reason += (f"; the root holds the archive {name}, and the manifest names "
-                           f"files inside it: extract it first ({extract})")
+                reason += (f"; the root holds the archive {name}: if the manifest's files "
+                           f"are inside it, extract it first ({extract})")
                 return NormstatsError(reason, path=path)
     return NormstatsError(reason, path=path)
 

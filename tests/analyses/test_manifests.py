@@ -411,11 +411,13 @@ def test_a_file_listed_twice_is_read_once_and_several_files_are_one_source(
 
 def test_a_root_holding_the_downloaded_archive_says_to_extract_it(tmp_path: Path) -> None:
     """The official CIFAR-10 download is cifar-10-python.tar.gz; the manifest names the
-    batches inside it. Verify and compute said only "not found under the root"."""
+    batches inside it. Verify and compute said only "not found under the root". An archive
+    normstats cannot tell is the download (a WebDataset shard, say) is named too, and the
+    advice is conditional: it once said the manifest's files were inside any archive."""
     (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"")
     expected = (f"{tmp_path}/cifar-10-batches-py/data_batch_1: file of manifest cifar10-train "
                 f"not found under the root {tmp_path}; the root holds the archive "
-                "cifar-10-python.tar.gz, and the manifest names files inside it: extract it "
+                "cifar-10-python.tar.gz: if the manifest's files are inside it, extract it "
                 f"first (tar -xf {tmp_path}/cifar-10-python.tar.gz -C {tmp_path})")
     for command in (["verify", "cifar10-train"], ["compute", "--manifest", "cifar10-train"]):
         result = CliRunner().invoke(main, [*command, "--root", str(tmp_path)])
