@@ -84,6 +84,11 @@ class Constants:
     vectors: bool = False
 
     @property
+    def axis(self) -> str:
+        """What one of the constants is of: a "channel" of images, a "feature" of vectors."""
+        return "feature" if self.vectors else "channel"
+
+    @property
     def variance(self) -> tuple[float, ...]:
         return tuple(s * s for s in self.std)
 
@@ -98,10 +103,9 @@ class Constants:
 
         note = constant_channels_note(self.channels, self.std)
         described = VECTOR_VARIANTS.get(self.variant) if self.vectors else None
-        order = "feature order" if self.vectors else "channel order"
         return (f"# normstats: {self.source or 'dataset'}; std variant {self.variant!r} "
-                f"({described or VARIANTS[self.variant]}); {order} {', '.join(self.channels)}; "
-                f"{units}"
+                f"({described or VARIANTS[self.variant]}); {self.axis} order "
+                f"{', '.join(self.channels)}; {units}"
                 + (f"\n# {note}" if note else ""))
 
 
@@ -290,8 +294,7 @@ class Lighting:
 
 def _covariance_header(c: Constants, what: str) -> str:
     """The first line of a covariance export (no std variant is involved)."""
-    order = "feature order" if c.vectors else "channel order"
-    return (f"# normstats: {c.source or 'dataset'}; {order} {', '.join(c.channels)}; "
+    return (f"# normstats: {c.source or 'dataset'}; {c.axis} order {', '.join(c.channels)}; "
             f"{_scale_words(c)}; {what}")
 
 
@@ -349,8 +352,7 @@ class FeatureWhitening:
 
 
 def _zca_code(c: Constants, kw: dict[str, Any]) -> str:
-    of = "feature" if c.vectors else "channel"
-    head = _covariance_header(c, f"ZCA of the population {of} covariance, "
+    head = _covariance_header(c, f"ZCA of the population {c.axis} covariance, "
                               f"U·diag(1/sqrt(λ + eps))·Uᵀ with eps={kw['eps']!r}")
     if c.vectors:
         return f"{head}\n{_ZCA_ROWS_CLASS}\nwhiten = " + _call("FeatureWhitening", kw)

@@ -118,9 +118,9 @@ def layout_of(shape: tuple[int, ...], layout: str | None) -> str:
                  for reading, count in (("HWC", shape[-1]), ("CHW", shape[0]))
                  if detected == "NHW" and count in _CHANNEL_COUNTS[1:]]
     if one_image:
-        log.warning("normstats: an array of shape %s is read as %s grey %s (N, H, W), the "
-                    "rule for 3-d arrays; for one image %s (--layout)", shape, shape[0],
-                    "image" if shape[0] == 1 else "images", ", or ".join(one_image))
+        log.warning("normstats: an array of shape %s is read as %s (N, H, W), the rule for "
+                    "3-d arrays; for one image %s (--layout)", shape,
+                    numbered(shape[0], "grey image"), ", or ".join(one_image))
     return detected
 
 
