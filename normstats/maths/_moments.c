@@ -48,8 +48,9 @@
  * with its instructions (normstats.maths.mean_image).
  *
  * exponent_bins(): the significands of float64 values binned by exponent, for the exact
- * sums of normstats.maths.exact. spread_bins(): each image's std and variance from its
- * integer sums, binned the same way in the same pass (normstats.maths.summary).
+ * sums of normstats.maths.exact. spread_sums(): each image's std and variance from its
+ * integer sums, summed exactly in fixed point in the same pass, with the totals of the
+ * sums themselves (normstats.maths.summary).
  *
  * The GIL is released while a kernel runs: threads of one process reduce in parallel.
  *
@@ -1538,46 +1539,138 @@ static void spread_values(const double *restrict numerators, const double *restr
     }
 }
 
+/* Fixed-point totals: a sum of nonnegative float64 values times 2^FIXED_BITS, an exact
+ * integer (every finite float64 is a multiple of 2^-1074; the scale is
+ * normstats.maths.exact.FIXED_BITS), in FIXED_LIMBS limbs of 32 bits, each held in a
+ * uint64: limb l weighs 2^(32 l), and Python adds the limbs up. A bin adds less than 2^32
+ * into each of three limbs, so nothing carries: a limb overflows after 2^32 adds, and it
+ * takes at most 96 a fold (the bins of the exponents whose three limbs include it), once
+ * every SPREAD_FOLD blocks: beyond any call (2^46 cells, 512 TB of sums). */
+#define FIXED_BITS 1130
+#define FIXED_LIMBS 72
+
+/* Add a 128-bit number (lo, hi) onto the int128 `total` (low and high words), modulo
+ * 2^128: two's complement. */
+static inline void add128(uint64_t *total, uint64_t lo, uint64_t hi) {
+    const uint64_t low = total[0] + lo;
+    total[1] += hi + (low < lo);
+    total[0] = low;
+}
+
+/* The biased exponents a spread can have: a variance is a numerator below 2^63 over a
+ * denominator below 2^63 (each rounded to float64), so it is 0 or within [2^-63, 2^63];
+ * a std is its square root. Bins of exponents from SPREAD_LOWEST on, SPREAD_EXPONENTS of
+ * them, hold every one (a value outside, impossible, leaves the totals to numpy). */
+#define SPREAD_LOWEST 960
+#define SPREAD_EXPONENTS 128
+/* Blocks between folds of the bins: a bin takes at most SPREAD_CELLS significands (below
+ * 2^53) a block, so 2^11 of them (2^64) at most between folds. */
+#define SPREAD_FOLD (2048 / SPREAD_CELLS)
+
+/* Add a bin's sum of significands, all of biased exponent `biased` (> 0: no subnormal
+ * here), into a fixed-point total: sum << (biased - 1075 + FIXED_BITS), as exact.add_bins
+ * adds a bin. */
+static void add_bin(uint64_t *limbs, int64_t biased, uint64_t sum) {
+    const int64_t offset = biased - 1075 + FIXED_BITS, limb = offset >> 5;
+    const int shift = (int)(offset & 31);
+    /* bits 0..31, 32..63 and 64..95 of sum << shift */
+    limbs[limb] += (sum << shift) & 0xFFFFFFFFu;
+    limbs[limb + 1] += (sum >> (32 - shift)) & 0xFFFFFFFFu;
+    limbs[limb + 2] += shift ? sum >> (64 - shift) : 0;
+}
+
+/* Fold the bins (3 x SPREAD_EXPONENTS x channels sums of significands) into the
+ * fixed-point totals, and empty them. */
+static void fold_bins(uint64_t *bins, Py_ssize_t channels, uint64_t *spreads) {
+    for (Py_ssize_t k = 0; k < 3; k++)
+        for (Py_ssize_t e = 0; e < SPREAD_EXPONENTS; e++)
+            for (Py_ssize_t c = 0; c < channels; c++) {
+                uint64_t *at = bins + (k * SPREAD_EXPONENTS + e) * channels + c;
+                if (*at) {
+                    add_bin(spreads + (k * channels + c) * FIXED_LIMBS, e + SPREAD_LOWEST, *at);
+                    *at = 0;
+                }
+            }
+}
+
+/* Add Σ of int64 values given as Σ of their high halves (value >> 32, signed) and of their
+ * low halves (value & 0xFFFFFFFF), each of at most 2^31 values, into an int128 (low and
+ * high words, two's complement). */
+static void add_halves(uint64_t *total, int64_t highs, uint64_t lows) {
+    add128(total, lows, 0);
+    add128(total, (uint64_t)highs << 32, (uint64_t)(highs >> 32)); /* highs * 2^32 */
+}
+
 /* The spreads of `count` images of integer records, each channel's: the population
  * variance (n·Σx² − (Σx)²) / (n·n), its square root, and where n >= 2 the square root of
- * the sample variance (n·Σx² − (Σx)²) / (n·(n − 1)), into bins (3 x 2048 x channels:
- * std, sample std, variance) by bin_float. Numerator and denominator are exact int64s,
- * each rounded to float64, then divided, as IntegerRecords.image_variance computes them
- * in numpy: the same values bit for bit, and the bins hold their exact sums. 0, the bins
- * then incomplete, at the first image numpy's way must take instead (a product past
- * int64, no pixel, a negative numerator: it errs on the last two). */
+ * the sample variance (n·Σx² − (Σx)²) / (n·(n − 1)), summed exactly into fixed-point
+ * totals (3 x channels x FIXED_LIMBS: std, sample std, variance); and the exact totals
+ * of Σx and Σx² over the images into int128s (2 x channels: the pooled moments).
+ * Numerator and denominator are exact int64s, each rounded to float64, then divided, as
+ * IntegerRecords.image_variance computes them in numpy: the same values bit for bit, so
+ * the same totals. The values go into bins by exponent, their significands summed in
+ * uint64 (the adds of one bin are independent of the others', where one fixed-point total
+ * a channel would chain every add on the last), and the bins into the totals every
+ * SPREAD_FOLD blocks, before a bin could overflow, and at the end. 0, the totals incomplete, at the first image numpy's way
+ * must take instead (a product past int64, no pixel, a negative numerator: it errs on
+ * the last two), or when memory runs out. */
 static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8_t *pixels,
-                        Py_ssize_t count, Py_ssize_t channels, int64_t *low, int64_t *high) {
-    const Py_ssize_t kind = 2048 * channels; /* the bins of one of the three */
+                        Py_ssize_t count, Py_ssize_t channels, uint64_t *spreads,
+                        uint64_t *totals) {
     double numerators[SPREAD_CELLS], wholes[SPREAD_CELLS], samples[SPREAD_CELLS];
     double values[3][SPREAD_CELLS];
-    Py_ssize_t image[SPREAD_CELLS], channel[SPREAD_CELLS];
-    int64_t n = 0, whole = 0, sample = 0;
-    for (Py_ssize_t i = 0, c = 0; i < count;) {
+    int64_t image[SPREAD_CELLS];
+    Py_ssize_t channel[SPREAD_CELLS];
+    /* bins[kind][exponent][channel]: sums of significands below 2^53 */
+    uint64_t *bins = PyMem_RawCalloc((size_t)(3 * SPREAD_EXPONENTS * channels),
+                                     sizeof(uint64_t));
+    /* Σx and Σx² per channel as int128s in two's complement: (low, high) words */
+    uint64_t exact[2 * CHANNELS_MAX][2] = {{0}};
+    /* Σ of the sums' and squares' halves over one block (< 2^31 values: exact) */
+    int64_t highs[2 * CHANNELS_MAX];
+    uint64_t lows[2 * CHANNELS_MAX];
+    int complete = bins != NULL;
+    for (Py_ssize_t i = 0, block = 1; complete && i < count; block++) {
         int cells = 0;
-        for (; i < count && cells < SPREAD_CELLS; cells++) {
-            if (c == 0) { /* read byte-wise: numpy views may be unaligned */
-                memcpy(&n, pixels + 8 * i, sizeof n);
-                if (n < 1 || __builtin_mul_overflow(n, n, &whole) ||
-                    __builtin_mul_overflow(n, n - 1, &sample))
-                    return 0;
+        memset(highs, 0, sizeof highs[0] * 2 * channels);
+        memset(lows, 0, sizeof lows[0] * 2 * channels);
+        /* whole images at a time, as many as fit (at least one: channels <= CHANNELS_MAX) */
+        for (; i < count && cells + channels <= SPREAD_CELLS; i++) {
+            int64_t n, whole, sample; /* read byte-wise: numpy views may be unaligned */
+            memcpy(&n, pixels + 8 * i, sizeof n);
+            if (n < 1 || __builtin_mul_overflow(n, n, &whole) ||
+                __builtin_mul_overflow(n, n - 1, &sample)) {
+                complete = 0;
+                break;
             }
-            int64_t sum, square, a, b, numerator;
-            memcpy(&sum, sums + 8 * (i * channels + c), sizeof sum);
-            memcpy(&square, squares + 8 * (i * channels + c), sizeof square);
-            if (__builtin_mul_overflow(n, square, &a) || __builtin_mul_overflow(sum, sum, &b) ||
-                __builtin_sub_overflow(a, b, &numerator) || numerator < 0)
-                return 0;
-            numerators[cells] = (double)numerator;
-            wholes[cells] = (double)whole;
-            samples[cells] = (double)sample;
-            image[cells] = n;
-            channel[cells] = c;
-            if (++c == channels) {
-                c = 0;
-                i++;
+            const double whole_value = (double)whole, sample_value = (double)sample;
+            for (Py_ssize_t c = 0; c < channels; c++, cells++) {
+                int64_t sum, square, a, b, numerator;
+                memcpy(&sum, sums + 8 * (i * channels + c), sizeof sum);
+                memcpy(&square, squares + 8 * (i * channels + c), sizeof square);
+                if (__builtin_mul_overflow(n, square, &a) ||
+                    __builtin_mul_overflow(sum, sum, &b) ||
+                    __builtin_sub_overflow(a, b, &numerator) || numerator < 0) {
+                    complete = 0;
+                    break;
+                }
+                highs[c] += sum >> 32; /* arithmetic shift: floor */
+                lows[c] += (uint64_t)sum & 0xFFFFFFFFu;
+                highs[channels + c] += square >> 32;
+                lows[channels + c] += (uint64_t)square & 0xFFFFFFFFu;
+                numerators[cells] = (double)numerator;
+                wholes[cells] = whole_value;
+                samples[cells] = sample_value;
+                image[cells] = n;
+                channel[cells] = c;
             }
+            if (!complete)
+                break;
         }
+        if (!complete)
+            break;
+        for (Py_ssize_t t = 0; t < 2 * channels; t++)
+            add_halves(exact[t], highs[t], lows[t]);
         spread_values(numerators, wholes, samples, values[2], values[0], values[1], cells);
         for (int j = 0; j < cells; j++)
             for (int k = 0; k < 3; k++) {
@@ -1585,56 +1678,75 @@ static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8
                     continue; /* one value: no sample std */
                 int64_t bits;
                 memcpy(&bits, &values[k][j], sizeof bits);
-                bin_float(bits, channel[j], channels, low + k * kind, high + k * kind);
+                if (bits == 0)
+                    continue; /* a zero adds nothing */
+                const int64_t bin = (bits >> 52) - SPREAD_LOWEST;
+                if (bin < 0 || bin >= SPREAD_EXPONENTS) {
+                    complete = 0;
+                    break;
+                }
+                bins[(k * SPREAD_EXPONENTS + bin) * channels + channel[j]] +=
+                    ((uint64_t)bits & 0xFFFFFFFFFFFFFULL) | ((uint64_t)1 << 52);
             }
+        if (block % SPREAD_FOLD == 0)
+            fold_bins(bins, channels, spreads);
     }
-    return 1;
+    if (complete) {
+        fold_bins(bins, channels, spreads);
+        for (Py_ssize_t t = 0; t < 2 * channels; t++) /* onto the totals (8-byte aligned) */
+            add128(totals + 2 * t, exact[t][0], exact[t][1]);
+    }
+    PyMem_RawFree(bins);
+    return complete;
 }
 
-/* spread_bins(sums, squares, pixels, channels, low_sums, high_sums) -> bool: spread_cells
- * on int64 sums and squares (count x channels) and pixels (count). */
-static PyObject *spread_bins(PyObject *self, PyObject *args) {
-    Py_buffer sums, squares, pixels, low_sums, high_sums;
+/* spread_sums(sums, squares, pixels, channels, spreads, totals) -> bool: spread_cells on
+ * int64 sums and squares (count x channels) and pixels (count), accumulated onto the
+ * totals: spreads 3 x channels x FIXED_LIMBS limbs (uint64s), totals 2 x channels int128s
+ * in two's complement, each a low and a high uint64 word. */
+static PyObject *spread_sums(PyObject *self, PyObject *args) {
+    Py_buffer sums, squares, pixels, spreads, totals;
     Py_ssize_t channels;
-    if (!PyArg_ParseTuple(args, "y*y*y*nw*w*", &sums, &squares, &pixels, &channels, &low_sums,
-                          &high_sums))
+    if (!PyArg_ParseTuple(args, "y*y*y*nw*w*", &sums, &squares, &pixels, &channels, &spreads,
+                          &totals))
         return NULL;
     PyObject *result = NULL;
     const Py_ssize_t count = pixels.len / 8, cells = size_product(count, channels);
     const Py_ssize_t cell_bytes = size_product(cells, 8);
-    const Py_ssize_t bin_bytes = size_product(channels, 3 * 2048 * 8);
-    if (channels < 1) {
-        PyErr_SetString(PyExc_ValueError, "channels must be >= 1");
+    const Py_ssize_t spread_bytes = size_product(channels, 3 * FIXED_LIMBS * 8);
+    const Py_ssize_t total_bytes = size_product(channels, 2 * 16);
+    if (channels < 1 || channels > CHANNELS_MAX) {
+        PyErr_SetString(PyExc_ValueError, "channels must be in 1..128");
         goto done;
     }
     if (pixels.len % 8 != 0) {
         PyErr_SetString(PyExc_ValueError, "pixels is not a whole number of int64s");
         goto done;
     }
-    if (cell_bytes < 0 || bin_bytes < 0) {
+    if (cell_bytes < 0) {
         PyErr_Format(PyExc_OverflowError, "%zd images of %zd channels: more than memory can "
                      "hold", count, channels);
         goto done;
     }
-    Py_buffer *const buffers[] = {&sums, &squares, &pixels, &low_sums, &high_sums};
-    static const char *const names[] = {"sums", "squares", "pixels", "low_sums", "high_sums"};
+    Py_buffer *const buffers[] = {&sums, &squares, &pixels, &spreads, &totals};
+    static const char *const names[] = {"sums", "squares", "pixels", "spreads", "totals"};
     if (!check_size(&sums, cell_bytes, 1, "sums") ||
         !check_size(&squares, cell_bytes, 1, "squares") ||
-        !check_size(&low_sums, bin_bytes, 8, "low_sums") ||
-        !check_size(&high_sums, bin_bytes, 8, "high_sums") || !check_apart(buffers, names, 5))
+        !check_size(&spreads, spread_bytes, 8, "spreads") ||
+        !check_size(&totals, total_bytes, 8, "totals") || !check_apart(buffers, names, 5))
         goto done;
     int complete;
     Py_BEGIN_ALLOW_THREADS
-    complete = spread_cells(sums.buf, squares.buf, pixels.buf, count, channels, low_sums.buf,
-                            high_sums.buf);
+    complete = spread_cells(sums.buf, squares.buf, pixels.buf, count, channels, spreads.buf,
+                            totals.buf);
     Py_END_ALLOW_THREADS
     result = PyBool_FromLong(complete);
 done:
     PyBuffer_Release(&sums);
     PyBuffer_Release(&squares);
     PyBuffer_Release(&pixels);
-    PyBuffer_Release(&low_sums);
-    PyBuffer_Release(&high_sums);
+    PyBuffer_Release(&spreads);
+    PyBuffer_Release(&totals);
     return result;
 }
 
@@ -1654,13 +1766,15 @@ static PyMethodDef methods[] = {
      "exponent_bins(bits, columns, low_sums, high_sums)\n\n"
      "Add the significands of float64 values, given as int64 bits (rows, columns), into\n"
      "int64 bins (2048, columns) by biased exponent: the low 27 bits and the rest."},
-    {"spread_bins", spread_bins, METH_VARARGS,
-     "spread_bins(sums, squares, pixels, channels, low_sums, high_sums) -> bool\n\n"
+    {"spread_sums", spread_sums, METH_VARARGS,
+     "spread_sums(sums, squares, pixels, channels, spreads, totals) -> bool\n\n"
      "Add each image's population std, sample std (images of two pixels or more) and\n"
      "population variance per channel, from int64 sums and squares (count, channels) of\n"
-     "int64 pixels (count) values, into int64 bins (3, 2048, channels) as exponent_bins\n"
-     "does. False, the bins incomplete, where numpy must compute them (int64 overflow,\n"
-     "images without pixels, sums that are no variance)."},
+     "int64 pixels (count) values, into fixed-point totals (3, channels, 72) of uint64\n"
+     "limbs (value * 2**1130, limb l weighing 2**(32 l)), and the sums and squares\n"
+     "themselves into totals (2, channels) int128s (low and high uint64 words). False,\n"
+     "the totals incomplete, where numpy must compute them (int64 overflow, images\n"
+     "without pixels, sums that are no variance)."},
     {"_variants", variants, METH_NOARGS,
      "_variants() -> tuple of the moments() kernels this CPU runs, best first."},
     {"_select", select_variant, METH_O,

@@ -40,8 +40,8 @@ from types import ModuleType
 import numpy as np
 
 __all__ = ["uint8_moments", "uint8_moments_into", "uint8_moments_rows", "uint8_running_sums",
-           "outputs", "available", "exponent_bins", "integer_spreads", "kernel_info",
-           "MISSING_NOTICE"]
+           "outputs", "available", "KERNEL_CHANNELS", "exponent_bins", "integer_spreads",
+           "kernel_info", "MISSING_NOTICE"]
 
 MISSING_NOTICE = (
     "normstats: this installation has no compiled kernels, so statistics take numpy's slower "
@@ -126,34 +126,66 @@ def exponent_bins() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | No
     return binned
 
 
+#: 32-bit limbs (each in a uint64) of a fixed-point total of `spread_sums` (FIXED_LIMBS in C).
+_FIXED_LIMBS = 72
+#: The most channels one call of the compiled passes takes (CHANNELS_MAX of _moments.c).
+KERNEL_CHANNELS = 128
+
+
 def integer_spreads(pixels: np.ndarray, sums: np.ndarray,
-                    squares: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Each image's std, sample std (images of two pixels or more) and variance per channel,
-    from integer records' exact sums, binned for an exact sum: (low, high) int64 bins of
-    shape (3, 2048, C) for `normstats.maths.exact.add_bins`, in that order. The values are
-    those of `IntegerRecords.image_variance` (and their square roots) bit for bit, computed
-    in one compiled pass instead of numpy's dozen. None without the compiled kernel, or
-    where numpy's way must take the records (sums whose products pass int64, images
+                    squares: np.ndarray) -> tuple[list[list[int]], list[int], list[int]] | None:
+    """The exact sums over images of each image's std, sample std (images of two pixels or
+    more) and variance per channel, from integer records' exact sums, in one compiled pass:
+    three lists (std, sample std, variance) of fixed-point totals per channel (scaled by
+    ``2**FIXED_BITS``, as `normstats.maths.exact.fixed_sum` gives them), then the exact
+    totals of the sums and of the squares per channel (the pooled moments). The values
+    summed are those of `IntegerRecords.image_variance` (and their square roots) bit for
+    bit, computed in one pass instead of numpy's dozen. None without the compiled kernel,
+    or where numpy's way must take the records (sums whose products pass int64, images
     without pixels, sums that are no variance).
 
     Examples
     --------
     >>> import numpy as np
-    >>> low, high = integer_spreads(np.array([4]), np.array([[6]]), np.array([[14]]))
-    >>> # variance (4·14 − 36) / 16 = 1.25: significand 5·2**50, high piece 5·2**50 >> 27
-    >>> int(high[2, 1023, 0]) == 5 * 2**23
+    >>> from normstats.maths.exact import FIXED_BITS
+    >>> spreads, totals, squares = integer_spreads(np.array([4]), np.array([[6]]),
+    ...                                            np.array([[14]]))
+    >>> spreads[2] == [5 * 2**(FIXED_BITS - 2)]  # variance (4·14 − 36) / 16 = 1.25
     True
+    >>> totals, squares
+    ([6], [14])
     """
     module = _extension()
+    channels = sums.shape[1]
     if module is None:
         return None
-    channels = sums.shape[1]
-    low = np.zeros((3, 2048, channels), np.int64)
-    high = np.zeros_like(low)
-    complete = module.spread_bins(np.ascontiguousarray(sums, np.int64),
+    if channels > KERNEL_CHANNELS:  # the kernel's limit: the channels a group at a time
+        groups = [integer_spreads(pixels, sums[:, i:i + KERNEL_CHANNELS],
+                                  squares[:, i:i + KERNEL_CHANNELS])
+                  for i in range(0, channels, KERNEL_CHANNELS)]
+        if any(group is None for group in groups):
+            return None
+        return ([sum((group[0][k] for group in groups), []) for k in range(3)],
+                sum((group[1] for group in groups), []), sum((group[2] for group in groups), []))
+    spreads = np.zeros((3, channels, _FIXED_LIMBS), np.uint64)
+    totals = np.zeros((2, channels, 2), np.uint64)  # int128s: low word, then high
+    complete = module.spread_sums(np.ascontiguousarray(sums, np.int64),
                                   np.ascontiguousarray(squares, np.int64),
-                                  np.ascontiguousarray(pixels, np.int64), channels, low, high)
-    return (low, high) if complete else None
+                                  np.ascontiguousarray(pixels, np.int64), channels, spreads,
+                                  totals)
+    if not complete:
+        return None
+    fixed = [[_limbs_total(limbs) for limbs in kind] for kind in spreads]
+    # (low, high) words as little-endian bytes, whatever the machine's byte order
+    exact = [[int.from_bytes(pair.tobytes(), "little", signed=True) for pair in kind]
+             for kind in totals.astype("<u8")]
+    return fixed, exact[0], exact[1]
+
+
+def _limbs_total(limbs: np.ndarray) -> int:
+    """The integer that 32-bit ``limbs`` (each held in a uint64, so it may have grown past
+    32 bits) make: limb l weighs ``2**(32 l)``."""
+    return sum(int(limbs[i]) << (32 * int(i)) for i in np.flatnonzero(limbs))
 
 
 def _kernel(channels: int) -> Callable:

@@ -36,6 +36,7 @@ from normstats.errors import (
     numbered,
 )
 from normstats.maths.covariance import integer_cross_sums
+from normstats.maths.fused import KERNEL_CHANNELS
 from normstats.maths.masked import (
     NON_FINITE_VALID,
     masked_records,
@@ -65,8 +66,6 @@ __all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "parse_l
 
 LAYOUTS = ("NHWC", "NCHW", "NHW", "NC", "HWC", "CHW", "HW")
 _SINGLE = ("HWC", "CHW", "HW")
-#: Channels the compiled uint8 kernel takes in one call (CHANNELS_MAX of maths/_moments.c).
-_KERNEL_CHANNELS = 128
 _AXIS_NAMES = {"N": "image", "H": "height", "W": "width", "C": "channel"}
 _CHANNEL_COUNTS = (1, 3, 4)
 log = logging.getLogger(__name__)
@@ -345,13 +344,13 @@ def stack_records(stack: np.ndarray, channel_names: tuple[str, ...] | None = Non
     (300, 6, 'c299')
     """
     channels = stack.shape[-1]
-    if stack.dtype != np.uint8 or channels <= _KERNEL_CHANNELS:
+    if stack.dtype != np.uint8 or channels <= KERNEL_CHANNELS:
         return records_from_stack(stack, channel_names=channel_names)
     names = tuple(channel_names) if channel_names else default_channel_names(channels)
     if len(names) != channels:
         raise IncompatibleImagesError(f"{len(names)} channel names for {channels} channels")
-    parts = [records_from_stack(stack[..., i:i + _KERNEL_CHANNELS], cross=False)
-             for i in range(0, channels, _KERNEL_CHANNELS)]
+    parts = [records_from_stack(stack[..., i:i + KERNEL_CHANNELS], cross=False)
+             for i in range(0, channels, KERNEL_CHANNELS)]
     arrays = {name: np.concatenate([getattr(p, name) for p in parts], axis=1)
               for name in parts[0].array_fields() if getattr(parts[0], name).ndim == 2}
     if wants_cross_sums():  # pairs across the groups too: from the whole stack

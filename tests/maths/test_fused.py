@@ -309,26 +309,62 @@ def spread_oracle(pixels: np.ndarray, sums: np.ndarray, squares: np.ndarray) -> 
     return [np.sqrt(variance), sample, variance]
 
 
-def test_integer_spreads_are_numpys_values_bit_for_bit(rng):
-    """Images of one pixel (no sample std) to 2**20 of 8-bit values and to 4096 of 16-bit
-    ones, constant ones (variance 0) among them: the compiled pass bins each value
-    exactly as numpy computes it, so the exact sums agree."""
-    from normstats.maths.exact import add_bins, fixed_sum
-
-    count, channels = 3000, 3
+def spread_records(rng, count: int, channels: int) -> tuple[np.ndarray, ...]:
+    """Pixel counts, sums and squares of integer records: images of one pixel (no sample
+    std) to 2**20 of 8-bit values and to 4096 of signed 16-bit ones (negative sums),
+    constant ones (variance 0) among them."""
     wide = rng.random(count) < 0.5
     pixels = np.where(wide, rng.choice([1, 2, 3, 1024, 4096], size=count),
                       rng.choice([1, 2, 3, 1024, 50_000, 2**20], size=count))
-    values = rng.integers(0, np.where(wide, 65536, 256)[:, None], size=(count, channels))
+    values = np.where(wide[:, None], rng.integers(-32768, 32768, size=(count, channels)),
+                      rng.integers(0, 256, size=(count, channels)))
     # n values of mean `values` whose squares add `spread` more: n · spread above (Σx)²
-    spread = rng.integers(0, values + 1) * (rng.random((count, 1)) < 0.9)
+    spread = rng.integers(0, np.abs(values) + 1) * (rng.random((count, 1)) < 0.9)
     sums = pixels[:, None] * values
     squares = pixels[:, None] * values * values + spread * (pixels[:, None] > 1)
-    low, high = fused.integer_spreads(pixels, sums, squares)
+    return pixels, sums, squares
+
+
+def test_integer_spreads_are_numpys_values_bit_for_bit(rng):
+    """The compiled pass sums each value exactly as numpy computes it, so its fixed-point
+    totals are `fixed_sum`'s of numpy's values (the oracle), and the totals of the sums and
+    squares are Python's exact integer sums."""
+    from normstats.maths.exact import fixed_sum
+
+    pixels, sums, squares = spread_records(rng, 3000, 3)
+    assert (sums < 0).any()  # signed 16-bit images among them
+    spreads, totals, total_squares = fused.integer_spreads(pixels, sums, squares)
     for index, expected in enumerate(spread_oracle(pixels, sums, squares)):
-        totals = [0] * channels
-        add_bins(low[index], high[index], totals)
-        assert totals == fixed_sum(expected), index
+        assert spreads[index] == fixed_sum(expected), index
+    assert totals == [sum(int(v) for v in sums[:, c]) for c in range(3)]
+    assert total_squares == [sum(int(v) for v in squares[:, c]) for c in range(3)]
+
+
+def test_integer_spreads_of_more_channels_than_one_call_takes(rng):
+    """Past 128 channels the channels go a group at a time, side by side: every channel's
+    totals are those of the oracle."""
+    from normstats.maths.exact import fixed_sum
+
+    pixels, sums, squares = spread_records(rng, 40, fused.KERNEL_CHANNELS + 5)
+    spreads, totals, _ = fused.integer_spreads(pixels, sums, squares)
+    for index, expected in enumerate(spread_oracle(pixels, sums, squares)):
+        assert spreads[index] == fixed_sum(expected), index
+    assert totals == [sum(int(v) for v in column) for column in sums.T]
+
+
+def test_integer_spread_totals_of_the_largest_significands_stay_exact():
+    """10,000 one-pixel images of variance 2**62 − 2**9 (the largest significand, 2**53 − 1,
+    at a high exponent): a bin holds 2,048 of them (near 2**64) before it is folded into
+    the total, whose limbs then grow past 32 bits. The totals are exact, the squares'
+    past int64 too."""
+    from normstats.maths.exact import FIXED_BITS
+
+    count, variance = 10_000, 2**62 - 2**9
+    squares = np.full((count, 1), variance, np.int64)
+    spreads, totals, total_squares = fused.integer_spreads(
+        np.ones(count, np.int64), np.zeros_like(squares), squares)
+    assert spreads[2] == [count * variance << FIXED_BITS]
+    assert totals == [0] and total_squares == [count * variance]
 
 
 @pytest.mark.parametrize("pixels, sums, squares", [

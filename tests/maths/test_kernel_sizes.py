@@ -126,54 +126,51 @@ BINS = {
                                    "bytearray(16384)))(bytearray(16384))", "ValueError",
                                    "bits and low_sums share memory"),
 }
-#: spread_bins: int64 sums and squares (count, channels), pixels (count), bins of
-#: 3 * 2048 * channels int64 each (49,152 bytes a channel); one image of 4 pixels whose
-#: sums are 6 and 14 is the control.
+#: spread_sums: int64 sums and squares (count, channels), pixels (count), fixed-point
+#: spreads of 3 * 72 uint64 limbs a channel (1,728 bytes) and totals of 2 int128s a channel
+#: (32 bytes); one image of 4 pixels whose sums are 6 and 14 is the control.
 ONE = 'struct.pack("<q", 6), struct.pack("<q", 14), struct.pack("<q", 4)'
 SPREADS = {
-    "spread: no channels": ("m.spread_bins(bytes(8), bytes(8), bytes(8), 0, bytearray(0), "
-                            "bytearray(0))", "ValueError", "channels must be >= 1"),
-    "spread: pixels not whole int64s": ("m.spread_bins(b'', b'', bytes(7), 1, bytearray(49152), "
-                                        "bytearray(49152))", "ValueError",
+    "spread: no channels": ("m.spread_sums(bytes(8), bytes(8), bytes(8), 0, bytearray(0), "
+                            "bytearray(0))", "ValueError", "channels must be in 1..128"),
+    "spread: 129 channels": ("m.spread_sums(b'', b'', b'', 129, bytearray(129 * 1728), "
+                             "bytearray(129 * 32))", "ValueError",
+                             "channels must be in 1..128"),
+    "spread: pixels not whole int64s": ("m.spread_sums(b'', b'', bytes(7), 1, bytearray(1728), "
+                                        "bytearray(32))", "ValueError",
                                         "not a whole number of int64s"),
-    "spread: 2**61 channels (outputs wrap)": ("m.spread_bins(b'', b'', bytes(8), 2**61, "
-                                              "bytearray(0), bytearray(0))", "OverflowError",
-                                              "1 images of 2305843009213693952 channels"),
-    "spread: bins of 2**50 channels wrap": ("m.spread_bins(b'', b'', b'', 2**50, bytearray(0), "
-                                            "bytearray(0))", "OverflowError",
-                                            "more than memory can hold"),
-    "spread: sums a byte short": ("m.spread_bins(bytes(7), bytes(8), bytes(8), 1, "
-                                  "bytearray(49152), bytearray(49152))", "ValueError",
+    "spread: sums a byte short": ("m.spread_sums(bytes(7), bytes(8), bytes(8), 1, "
+                                  "bytearray(1728), bytearray(32))", "ValueError",
                                   "sums holds 7 bytes, the kernel expects 8"),
-    "spread: squares for two images": ("m.spread_bins(bytes(8), bytes(16), bytes(8), 1, "
-                                       "bytearray(49152), bytearray(49152))", "ValueError",
+    "spread: squares for two images": ("m.spread_sums(bytes(8), bytes(16), bytes(8), 1, "
+                                       "bytearray(1728), bytearray(32))", "ValueError",
                                        "squares holds 16 bytes"),
-    "spread: low_sums a byte short": ("m.spread_bins(bytes(8), bytes(8), bytes(8), 1, "
-                                      "bytearray(49151), bytearray(49152))", "ValueError",
-                                      "low_sums holds 49151 bytes, the kernel expects 49152"),
-    "spread: high_sums unaligned": ("m.spread_bins(bytes(8), bytes(8), bytes(8), 1, "
-                                    "bytearray(49152), memoryview(bytearray(49153))[1:])",
-                                    "ValueError", "high_sums is not aligned"),
-    "spread: low_sums and high_sums one buffer": ("(lambda b: m.spread_bins(bytes(8), "
-                                                  "bytes(8), bytes(8), 1, b, b))"
-                                                  "(bytearray(49152))", "ValueError",
-                                                  "low_sums and high_sums share memory"),
-    "spread: the sums inside low_sums": ("(lambda b: m.spread_bins(memoryview(b)[:8], "
-                                         "bytes(8), bytes(8), 1, b, bytearray(49152)))"
-                                         "(bytearray(49152))", "ValueError",
-                                         "sums and low_sums share memory"),
-    "spread: read-only bins": (f"m.spread_bins({ONE}, 1, bytes(49152), bytearray(49152))",
-                               "TypeError", "read-write"),
-    "spread: one image (the control)": (f"m.spread_bins({ONE}, 1, bytearray(49152), "
-                                        "bytearray(49152))", "returned", "True"),
-    "spread: no image": ("m.spread_bins(b'', b'', b'', 3, bytearray(3 * 49152), "
-                         "bytearray(3 * 49152))", "returned", "True"),
+    "spread: spreads a byte short": ("m.spread_sums(bytes(8), bytes(8), bytes(8), 1, "
+                                     "bytearray(1727), bytearray(32))", "ValueError",
+                                     "spreads holds 1727 bytes, the kernel expects 1728"),
+    "spread: totals unaligned": ("m.spread_sums(bytes(8), bytes(8), bytes(8), 1, "
+                                 "bytearray(1728), memoryview(bytearray(33))[1:])",
+                                 "ValueError", "totals is not aligned"),
+    "spread: spreads and totals one buffer": ("(lambda b: m.spread_sums(bytes(8), "
+                                              "bytes(8), bytes(8), 1, b, "
+                                              "memoryview(b)[:32]))(bytearray(1728))",
+                                              "ValueError", "spreads and totals share memory"),
+    "spread: the sums inside the spreads": ("(lambda b: m.spread_sums(memoryview(b)[:8], "
+                                            "bytes(8), bytes(8), 1, b, bytearray(32)))"
+                                            "(bytearray(1728))", "ValueError",
+                                            "sums and spreads share memory"),
+    "spread: read-only totals": (f"m.spread_sums({ONE}, 1, bytearray(1728), bytes(32))",
+                                 "TypeError", "read-write"),
+    "spread: one image (the control)": (f"m.spread_sums({ONE}, 1, bytearray(1728), "
+                                        "bytearray(32))", "returned", "True"),
+    "spread: no image": ("m.spread_sums(b'', b'', b'', 3, bytearray(3 * 1728), "
+                         "bytearray(3 * 32))", "returned", "True"),
     "spread: an image of no pixel, left to numpy": (
-        "m.spread_bins(bytes(8), bytes(8), bytes(8), 1, bytearray(49152), bytearray(49152))",
+        "m.spread_sums(bytes(8), bytes(8), bytes(8), 1, bytearray(1728), bytearray(32))",
         "returned", "False"),
     "spread: n * n past int64, left to numpy": (
-        'm.spread_bins(bytes(8), bytes(8), struct.pack("<q", 2**32), 1, bytearray(49152), '
-        "bytearray(49152))", "returned", "False"),
+        'm.spread_sums(bytes(8), bytes(8), struct.pack("<q", 2**32), 1, bytearray(1728), '
+        "bytearray(32))", "returned", "False"),
 }
 #: running_sums: uint8 images, the uint16 run (one per value of an image), uint32 squares or
 #: None; two images of 6 values into a run of 6 (12 bytes, squares 24) is the control.
