@@ -127,9 +127,6 @@ def compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None,
         if to and as_json:
             raise click.UsageError("--to prints the constants for one framework and --json "
                                    "the whole result: choose one")
-        if no_cache and arguments["cache"] is not None:
-            raise click.UsageError(f"--cache {arguments['cache']} reads and writes the record "
-                                   "cache there and --no-cache neither: choose one")
         options = read_options_from(arguments)
         arguments["cache"] = cache_setting(arguments["cache"], no_cache)
         check_compute_arguments(arguments)

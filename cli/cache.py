@@ -39,9 +39,13 @@ _cache_option = click.option(
 
 
 def cache_setting(cache_dir: str | None, no_cache: bool) -> str | bool:
-    """What ``compute(cache=...)`` gets from the command line: on unless told otherwise."""
+    """What ``compute(cache=...)`` (and ``compare``'s) gets from the command line: on
+    unless told otherwise; ``--cache DIR`` with ``--no-cache`` is a usage error."""
     from normstats.engine.cache.location import cache_enabled_by_default
 
+    if no_cache and cache_dir is not None:
+        raise click.UsageError(f"--cache {cache_dir} reads and writes the record cache there "
+                               "and --no-cache neither: choose one")
     if no_cache:
         return False
     return cache_dir or cache_enabled_by_default()

@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from normstats_cli.compute_options import read_flags, read_options_from
+from normstats_cli.cache import cache_setting
+from normstats_cli.compute_options import cache_place_flags, read_flags, read_options_from
 from normstats_cli.distributed import scheduler_option
 from normstats_cli.errors import user_errors
 from normstats_cli.written_files import check_new_file, overwrite_option, write_with
@@ -25,6 +26,7 @@ __all__ = ["compare_command", "condition_command"]
 @read_flags
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel workers.")
 @scheduler_option
+@cache_place_flags
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Draw each dataset's per-image std distribution beside its pooled std, "
                    "per channel, to FILE.png (needs normstats[plot]).")
@@ -46,7 +48,8 @@ def _compare(datasets: tuple[str, ...], root: str | None, plot_path: str | None,
              overwrite: bool, as_json: bool, flags: dict[str, Any]) -> None:
     import normstats
 
-    options = read_options_from(flags)  # what is left: workers and scheduler
+    options = read_options_from(flags)  # what is left: workers, scheduler and the cache
+    flags["cache"] = cache_setting(flags["cache"], flags.pop("no_cache"))
     if plot_path:
         from normstats.analyses.plots import require_matplotlib
 

@@ -18,9 +18,9 @@ import click
 from normstats.results.exporters import FORMATS
 from normstats_cli.distributed import scheduler_option
 
-__all__ = ["read_flags", "run_flags", "analysis_flags", "cache_flags", "output_flags",
-           "read_options_from", "check_compute_arguments", "render_result", "render_export",
-           "mean_image_files", "write_mean_images", "MEAN_IMAGE_FILES",
+__all__ = ["read_flags", "run_flags", "analysis_flags", "cache_flags", "cache_place_flags",
+           "output_flags", "read_options_from", "check_compute_arguments", "render_result",
+           "render_export", "mean_image_files", "write_mean_images", "MEAN_IMAGE_FILES",
            "MODES", "LAYOUTS"]
 
 MODES = ("RGB", "L", "RGBA", "keep")
@@ -134,11 +134,16 @@ analysis_flags = _add([
                       "(default: refuse)."),
 ])
 
-cache_flags = _add([
+#: Where the record cache is (or that there is none): compute and compare.
+_CACHE_PLACE = [
     click.option("--cache", type=click.Path(file_okay=False, path_type=str), default=None,
                  help="Record cache directory (default: $NORMSTATS_CACHE, else "
                       "$XDG_CACHE_HOME/normstats or ~/.cache/normstats)."),
     click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
+]
+cache_place_flags = _add(_CACHE_PLACE)
+cache_flags = _add([
+    *_CACHE_PLACE,
     click.option("--verify-cache", metavar="N|all", default=None,
                  help="Decode N randomly drawn cached files (or all) again and name any whose "
                       "cached record no longer matches; the result uses the fresh records."),

@@ -54,8 +54,27 @@ def test_every_compute_flag_is_a_library_argument_of_the_same_name():
 def test_compare_reads_with_the_same_flags_as_compute():
     compute = {p.name: p.opts for p in main.commands["compute"].params}
     compare = {p.name: p.opts for p in main.commands["compare"].params}
-    for name in (*(set(READ_FIELDS) - set(LIBRARY_ONLY)), "workers", "scheduler"):
+    for name in (*(set(READ_FIELDS) - set(LIBRARY_ONLY)), "workers", "scheduler", "cache",
+                 "no_cache"):
         assert compare[name] == compute[name]
+
+
+def test_compare_caches_where_it_is_told(png_folder, tmp_path, user_cache_in_a_temporary_folder):
+    """compare(cache=...) on the command line: --cache DIR holds the records of every
+    dataset, --no-cache writes none (the default cache stays empty), and both at once are a
+    usage error, as in compute."""
+    root, _ = png_folder
+    folders = [str(root / "cat"), str(root / "dog")]
+    placed = CliRunner().invoke(main, ["compare", *folders, "--cache", str(tmp_path / "c")])
+    assert placed.exit_code == 0, placed.output
+    assert len(list((tmp_path / "c").iterdir())) == 2
+    none = CliRunner().invoke(main, ["compare", *folders, "--no-cache", "--json"])
+    assert none.exit_code == 0, none.output
+    assert not user_cache_in_a_temporary_folder.exists()
+    both = CliRunner().invoke(main, ["compare", *folders, "--no-cache", "--cache",
+                                     str(tmp_path / "d")])
+    assert both.exit_code == 2 and "and --no-cache neither: choose one" in both.output
+    assert not (tmp_path / "d").exists()
 
 
 def test_scheduler_means_the_same_on_every_command_that_computes():
