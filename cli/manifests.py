@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from normstats_cli.cache import cache_setting
+from normstats_cli.compute_options import cache_place_flags
 from normstats_cli.distributed import scheduler_option
 from normstats_cli.errors import user_errors
 
@@ -58,10 +60,11 @@ def compute_manifest_from_cli(name: str, root: str | None, **options: Any) -> An
               help="Folder holding the manifest's files.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel workers.")
 @scheduler_option
+@cache_place_flags
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
 @user_errors
 def verify_command(manifest: str, root: str, workers: int | None, scheduler: str | None,
-                   as_json: bool) -> None:
+                   cache: str | None, no_cache: bool, as_json: bool) -> None:
     """Compute MANIFEST (a shipped name or a .toml file) under --root and check its references.
 
     Prints PASS or FAIL per reference within its tolerance, and for every published
@@ -70,9 +73,10 @@ def verify_command(manifest: str, root: str, workers: int | None, scheduler: str
     from normstats.analyses.manifests import compute_manifest, load_manifest, verify_checksums
     from normstats.analyses.verify import render_verification, verify_stats
 
+    cached = cache_setting(cache, no_cache)
     loaded = load_manifest(manifest)
     checksums = tuple(verify_checksums(loaded, root))
-    stats = compute_manifest(loaded, root, workers=workers, scheduler=scheduler)
+    stats = compute_manifest(loaded, root, workers=workers, scheduler=scheduler, cache=cached)
     result = verify_stats(stats, loaded, checksums)
     click.echo(json.dumps(_as_dict(result), indent=2) if as_json
                else render_verification(result))

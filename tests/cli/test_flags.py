@@ -100,3 +100,41 @@ def test_the_old_spellings_are_gone():
     for args in (["--column", "x"], ["--export", "keras"], ["--to", "json"]):
         result = CliRunner().invoke(main, ["compute", "x.npy", *args])
         assert result.exit_code == 2, args
+
+
+#: A manifest of the cat folder of `png_folder`, with one reference.
+PETS = """name = "pets"
+dataset = "Pets"
+split = "train"
+description = "the cat folder of a test's PNGs"
+
+[source]
+format = "folder"
+files = ["cat"]
+
+[[references]]
+label = "any"
+source = "this test"
+tolerance = 1
+mean = [0.5, 0.5, 0.5]
+std = [0.3, 0.3, 0.3]
+"""
+
+
+def test_verify_caches_where_it_is_told(png_folder, tmp_path, user_cache_in_a_temporary_folder):
+    """verify of a folder manifest: --cache DIR holds its records, --no-cache writes none,
+    both are a usage error; the default caches, as compute --manifest does."""
+    root, _ = png_folder
+    manifest = tmp_path / "pets.toml"
+    manifest.write_text(PETS)
+    verify = ["verify", str(manifest), "--root", str(root)]
+    none = CliRunner().invoke(main, [*verify, "--no-cache"])
+    assert none.exit_code == 0, none.output
+    assert not user_cache_in_a_temporary_folder.exists()
+    placed = CliRunner().invoke(main, [*verify, "--cache", str(tmp_path / "c")])
+    assert placed.exit_code == 0, placed.output
+    assert len(list((tmp_path / "c").iterdir())) == 1
+    both = CliRunner().invoke(main, [*verify, "--no-cache", "--cache", str(tmp_path / "d")])
+    assert both.exit_code == 2 and "and --no-cache neither: choose one" in both.output
+    default = CliRunner().invoke(main, verify)
+    assert default.exit_code == 0 and user_cache_in_a_temporary_folder.exists()
