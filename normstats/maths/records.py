@@ -357,14 +357,30 @@ def incompatible(a: Records, b: Records, example_a: str | None = None,
     name_b = example_b or (b.keys[0] if b.keys else "another input")
     return IncompatibleImagesError(
         f"images cannot be pooled: {name_a} is {describe_signature(a)} but {name_b} is "
-        f"{describe_signature(b)}; {pooling_hint(a.raw_units or b.raw_units)}")
+        f"{describe_signature(b)}; "
+        f"{pooling_hint(a.raw_units or b.raw_units, (a.dtype, b.dtype))}")
 
 
-def pooling_hint(rasters: bool) -> str:
-    """What to do about images that cannot be pooled: a decode mode, or separate runs."""
+def pooling_hint(rasters: bool, dtypes: tuple[str, str] = ("", "")) -> str:
+    """What to do about images that cannot be pooled: a decode mode, one dtype, or
+    separate runs. ``dtypes``: the two sides' pixel dtypes.
+
+    Examples
+    --------
+    >>> pooling_hint(False, ("float64", "float32"))
+    'convert them to one dtype (x.astype(np.float64)), or compute them separately'
+    """
     if rasters:
         return ("rasters are pooled only with rasters of the same band count and dtype: "
                 "compute them separately")
+    floats = sum("float" in dtype for dtype in dtypes)
+    # no decode mode makes arrays (or float TIFFs) alike: the values must change
+    if floats == 2 and dtypes[0] != dtypes[1]:
+        return "convert them to one dtype (x.astype(np.float64)), or compute them separately"
+    if floats == 1:
+        return ("convert them to one dtype and one scale (8-bit images to "
+                "x.astype(np.float32) / 255 where the floats lie in [0, 1]), or compute them "
+                "separately")
     return ("choose a decode mode that makes them alike (--mode RGB or --mode L), or "
             "compute them separately")
 

@@ -95,10 +95,11 @@ class Summary:
             base = other if self.signature is None else self
             return _with_skipped(base, self.skipped + other.skipped)
         if other.signature != self.signature:
+            hint = pooling_hint(self.signature[3] or other.signature[3],
+                                (self.signature[1], other.signature[1]))
             raise IncompatibleImagesError(
                 f"images cannot be pooled: {self.example} is {self.description} but "
-                f"{other.example} is {other.description}; "
-                f"{pooling_hint(self.signature[3] or other.signature[3])}")
+                f"{other.example} is {other.description}; {hint}")
         return Summary(
             signature=self.signature, description=self.description, example=self.example,
             images=self.images + other.images,

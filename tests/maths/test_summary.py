@@ -25,6 +25,22 @@ def test_images_of_different_kinds_are_refused_naming_one_of_each():
     assert (unnamed.example, unnamed.description) == ("an array", "float32 L")
 
 
+def test_integer_and_float_images_are_told_to_share_a_dtype_not_a_decode_mode():
+    """Arrays of uint8 beside float32 (or float64 beside float32) were told to choose a
+    decode mode, which no array has: they are told to convert to one dtype and scale."""
+    import normstats
+
+    pixels = np.zeros((5, 4, 3), np.uint8)
+    with pytest.raises(IncompatibleImagesError, match=r"is float32 c0,c1,c2; convert them to "
+                       r"one dtype and one scale \(8-bit images to x.astype\(np.float32\) "
+                       r"/ 255 where the floats lie in \[0, 1\]\), or compute them "
+                       r"separately$"):
+        normstats.compute([pixels, pixels, pixels.astype(np.float32)], workers=1)
+    with pytest.raises(IncompatibleImagesError, match=r"convert them to one dtype "
+                       r"\(x.astype\(np.float64\)\), or compute them separately$"):
+        normstats.compute([pixels.astype(np.float64), pixels.astype(np.float32)], workers=1)
+
+
 def test_skips_are_kept_in_order_whichever_side_is_empty():
     one, two, three = (Skipped(f"{i}.png", "truncated") for i in range(3))
     full = summarize(records_from_stack(np.ones((2, 1, 1, 1), np.uint8), keys=("x", "y")),

@@ -3,8 +3,9 @@
 A shard is a tar of samples: members sharing a key (the member path up to the first
 dot of its file name) form one sample, e.g. ``000017.jpg`` and ``000017.cls``. Each
 sample contributes its image member (the one with extension ``image_ext`` when given,
-else its first member with an image extension), decoded with the folder source's
-decoder and policy. Nothing is written to disk and only regular files are read.
+else its one member with an image extension: a sample holding several, an image and its
+mask, is an error asking for ``image_ext``), decoded with the folder source's decoder and
+policy. Nothing is written to disk and only regular files are read.
 
 Shards are listed once when the source opens: a plain ``.tar`` by seeking from header
 to header, a ``.tar.gz`` as a stream. A shard cut inside a member, a plain shard
@@ -111,7 +112,7 @@ def scan_shard(path: str, expected: int | None = None, image_ext: str | None = N
     linked = {_split_key(info.name)[0] for info in links}
     members = []
     for key, group in samples.items():
-        chosen = _image_of(group, image_ext)
+        chosen = _image_of(group, image_ext, path, key)
         if chosen is None:
             if key not in linked:  # a link stood for its image: named already
                 skipped.append(Skipped(f"{path}:{key}", _no_image_reason(group, image_ext)))
@@ -137,11 +138,18 @@ def _no_image_reason(group: list[tarfile.TarInfo], image_ext: str | None) -> str
     return f"sample has no {image_ext.lower()} member (--image-key; it holds {held})"
 
 
-def _image_of(group: list[tarfile.TarInfo], image_ext: str | None) -> tarfile.TarInfo | None:
-    for info in group:
-        if _is_image(info.name, image_ext):
-            return info
-    return None
+def _image_of(group: list[tarfile.TarInfo], image_ext: str | None, path: str,
+              key: str) -> tarfile.TarInfo | None:
+    """The image member of a sample. Without ``image_ext``, a sample holding several (an
+    image and its segmentation mask, ``jpg`` and ``seg.png``) is an error: which one tar
+    order puts first says nothing of which one the user means."""
+    images = [info for info in group if _is_image(info.name, image_ext)]
+    if len(images) > 1:
+        held = ", ".join(_split_key(info.name)[1] for info in images)
+        raise NormstatsError(f"sample {key} holds several images ({held}); choose one with "
+                             f"--image-key (image_key=), e.g. --image-key "
+                             f"{_split_key(images[0].name)[1]}", path=path)
+    return images[0] if images else None
 
 
 def _is_image(name: str, image_ext: str | None) -> bool:

@@ -287,7 +287,9 @@ def _masked_shard(path: Path, images: list, masks: list) -> None:
 def test_image_key_picks_the_member_of_each_sample_by_extension(tmp_path: Path) -> None:
     """--image-key was ignored for tar shards: a shard of images and masks was the images'
     statistics whatever the key. It is WebDataset's key, the member's extension, local
-    and behind a URL; a key no sample has names the extensions there are."""
+    and behind a URL; a key no sample has names the extensions there are. Without it, a
+    sample of two images is refused, naming both: the first member in tar order was taken,
+    the mask where a writer put it first."""
     import fsspec
     import numpy as np
     from oracle import assert_matches_oracle
@@ -298,7 +300,10 @@ def test_image_key_picks_the_member_of_each_sample_by_extension(tmp_path: Path) 
              for _ in range(4)]
     shard = tmp_path / "shard-000.tar"
     _masked_shard(shard, images, masks)
-    assert_matches_oracle(normstats.compute(shard), images, 255)  # the first image member
+    with pytest.raises(NormstatsError, match=r"shard-000.tar: sample 0000 holds several images "
+                                             r"\(png, seg.png\); choose one with --image-key "
+                                             r"\(image_key=\), e.g. --image-key png"):
+        normstats.compute(shard)
     assert_matches_oracle(normstats.compute(shard, image_key="png"), images, 255)
     assert_matches_oracle(normstats.compute(shard, image_key="seg.png"), masks, 255)
     assert_matches_oracle(normstats.compute(tmp_path, image_key="SEG.png"), masks, 255)
