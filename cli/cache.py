@@ -115,9 +115,10 @@ def show_command(path: str, cache_dir: Path | None) -> None:
     from normstats.engine.cache.groups import find_groups
     from normstats.engine.cache.store import DatasetCache, default_cache_dir
 
-    groups = find_groups(cache_dir or default_cache_dir(), path)
+    cache_dir = cache_dir or default_cache_dir()
+    groups = find_groups(cache_dir, path)
     if not groups:
-        raise click.ClickException(f"{printable(path)}: nothing cached for it")
+        raise click.ClickException(_nothing_cached(path, cache_dir, "show"))
     for g in groups:
         segments, junk = DatasetCache(g.path, g.identity).load()
         valid = sum(len(s.index.paths) for s in segments)
@@ -131,6 +132,23 @@ def show_command(path: str, cache_dir: Path | None) -> None:
                    f"uncommitted\n  size      {_size(g.size)}\n  updated   {_when(g.updated)}")
         for failure in failures[:20]:
             click.echo(f"  failed    {printable(failure.path)}: {failure.reason}")
+
+
+def _nothing_cached(path: str, cache_dir: Path, command: str) -> str:
+    """Why PATH has no cache, naming the cached datasets inside it (a folder of class or
+    split folders each computed on its own): the caches the user probably meant."""
+    from normstats.engine.cache.groups import find_groups
+    from normstats.engine.cache.store import dataset_root
+
+    named = dataset_root(path).rstrip("/") + "/"
+    inside = sorted({g.root for g in find_groups(cache_dir) if g.root.startswith(named)})
+    message = f"{printable(path)}: nothing cached for it"
+    if not inside:
+        return message
+    listed = ", ".join(printable(root) for root in inside[:5])
+    more = f" and {len(inside) - 5:,} more" if len(inside) > 5 else ""
+    return (f"{message}; {numbered(len(inside), 'cached dataset')} inside it: {listed}{more} "
+            f"(normstats cache {command} {printable(inside[0])})")
 
 
 def _decoders(identity: dict) -> str:
@@ -152,7 +170,7 @@ def clear_command(path: str | None, cache_dir: Path | None, yes: bool) -> None:
 
     groups = find_groups(cache_dir, path)
     if path is not None and not groups:  # as `cache show`: a script learns of the typo
-        raise click.ClickException(f"{printable(path)}: nothing cached for it")
+        raise click.ClickException(_nothing_cached(path, cache_dir, "clear"))
     if path is None and groups and not yes:
         click.confirm(f"delete the cache of {numbered(len(groups), 'dataset')} in {cache_dir}?",
                       abort=True)

@@ -302,6 +302,22 @@ def test_clear_of_a_folder_outside_the_cache_that_looks_like_a_group_removes_not
     assert (lookalike / "markers").is_dir() and (lookalike / "zarr.json").is_file()
 
 
+def test_a_folder_whose_sub_folders_are_cached_names_them(png_folder, tmp_path):
+    """`cache show` and `cache clear` of a folder computed class by class said "nothing
+    cached for it" alone: they name the cached datasets inside it, and clear none."""
+    root, _ = png_folder
+    cache = tmp_path / "cache"
+    for name in ("cat", "dog"):
+        cached(root / name, cache)
+    for command in ("show", "clear"):
+        result = CliRunner().invoke(main, ["cache", command, str(root), "--cache", str(cache)])
+        assert result.exit_code == 1
+        inside = [os.path.realpath(root / name) for name in ("cat", "dog")]
+        assert (f"nothing cached for it; 2 cached datasets inside it: {inside[0]}, {inside[1]} "
+                f"(normstats cache {command} {inside[0]})") in result.output
+    assert len([p for p in cache.iterdir() if p.is_dir()]) == 2
+
+
 def test_group_with_damaged_metadata_is_still_found_by_its_marker_file(folder, tmp_path):
     cache = tmp_path / "cache"
     cached(folder, cache)
