@@ -7,8 +7,10 @@ ndim       detected layout
 =========  ==========================================================
 2          ``NC``: N vectors of d features (per-feature statistics)
 3          ``NHW``: N single-channel images (MNIST-style)
-4          ``NHWC`` if the last axis has 1, 3 or 4 entries, else ``NCHW``
-           if axis 1 has 1, 3 or 4 entries, else an error asking for ``layout``
+4          ``NHWC`` if the last axis has 1, 3 or 4 entries (with one line on
+           stderr when axis 1 has 1 or 3: torch's images 1 to 4 pixels wide),
+           else ``NCHW`` if axis 1 has 1, 3 or 4 entries, else an error asking
+           for ``layout``
 =========  ==========================================================
 
 ``HWC`` and ``HW`` name a single image. Records are computed vectorised over a whole
@@ -103,7 +105,9 @@ def layout_of(shape: tuple[int, ...], layout: str | None) -> str:
     on stderr when the rule reads as grey images (N, H, W) a 3-d array shaped like one
     image: its first or last axis has 3 or 4 entries, as one image from Pillow ``(H, W, 3)``
     or from torch or rasterio ``(3, H, W)`` has. The rule stands (MNIST is (N, 28, 28)); the
-    report would show the reading only by its counts ("8 images", channel L).
+    report would show the reading only by its counts ("8 images", channel L). So too when
+    it reads as channels last a 4-d array whose axis 1 has 1 or 3 entries: torch's
+    (N, 3, H, W) or (N, 1, H, W) of images 1, 3 or 4 pixels wide.
 
     Examples
     --------
@@ -120,6 +124,12 @@ def layout_of(shape: tuple[int, ...], layout: str | None) -> str:
         log.warning("normstats: an array of shape %s is read as %s (N, H, W), the rule for "
                     "3-d arrays; for one image %s (--layout)", shape,
                     numbered(shape[0], "grey image"), ", or ".join(one_image))
+    if detected == "NHWC" and shape[1] in (1, 3):
+        # (N, 3, H, W) or (N, 1, H, W) of width 1, 3 or 4: torch's NCHW read channels last
+        log.warning("normstats: an array of shape %s is read as NHWC (%s on the last axis), "
+                    "the rule for 4-d arrays; for images of %s on axis 1 (N, C, H, W) pass "
+                    "layout='NCHW' (--layout)", shape, numbered(shape[-1], "channel"),
+                    numbered(shape[1], "channel"))
     return detected
 
 

@@ -230,6 +230,33 @@ def test_dask_arrays_of_unknown_lengths_are_read_where_a_source_cuts_rows(rng):
         numbers(normstats.compute(positive / 7))
 
 
+def test_torch_images_a_few_pixels_wide_read_as_channels_last_are_named(rng, caplog):
+    """(N, 3, H, 4): torch's RGB images 4 pixels wide, which the 4-d rule reads as channels
+    last (4 channels of 3-pixel-high images, the report showing only c0..c3). One line says
+    how to read them, for (N, 1, H, 4) too; with layout='NCHW' they equal their oracle, and
+    the shapes the rule reads without doubt stay quiet."""
+    images = rng.integers(0, 256, (5, 8, 4, 3), dtype=np.uint8)
+    torch_like = np.ascontiguousarray(images.transpose(0, 3, 1, 2))
+    with caplog.at_level(logging.WARNING, logger="normstats.sources"):
+        read = normstats.compute(torch_like)
+    assert [r.getMessage() for r in caplog.records] == [
+        "normstats: an array of shape (5, 3, 8, 4) is read as NHWC (4 channels on the last "
+        "axis), the rule for 4-d arrays; for images of 3 channels on axis 1 (N, C, H, W) pass "
+        "layout='NCHW' (--layout)"]
+    assert len(read.channels) == 4
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="normstats.sources"):
+        told = normstats.compute(torch_like, layout="NCHW")
+        for quiet in (images, np.zeros((5, 3, 8, 8), np.uint8), images[:, :4]):
+            normstats.compute(np.ascontiguousarray(quiet))
+        grey = normstats.compute(torch_like[:, :1])  # (5, 1, 8, 4): one line too
+    assert [r.getMessage()[-80:] for r in caplog.records] == [
+        "the rule for 4-d arrays; for images of 1 channel on axis 1 (N, C, H, W) pass "
+        "layout='NCHW' (--layout)"[-80:]]
+    assert len(grey.channels) == 4
+    assert (list(told.mean), list(told.std)) == integer_mean_std(list(images), 255)
+
+
 def test_a_3d_array_shaped_like_one_image_is_read_by_the_rule_and_the_line_says_so(
         rng, caplog, tmp_path):
     """``(H, W, 3)`` from Pillow and ``(3, H, W)`` from torch or rasterio are read as grey
