@@ -210,9 +210,13 @@ def _merged_counts(a: Moments, b: Moments) -> tuple[int, ...] | None:
 def _finalize(moments: Moments, scale: float, ddof: int) -> tuple[tuple[float, ...], ...]:
     if min(moments.channel_counts()) - ddof <= 0:
         raise ValueError(f"variance with ddof={ddof} needs more than {ddof} values")
-    factor = Fraction(scale)
-    mean = tuple(float(m / factor) for m in moments.mean())
-    variance = tuple(float(v / (factor * factor)) for v in moments.variance(ddof))
+    # float(Fraction) is the int true division of its terms, correctly rounded: dividing
+    # the terms of m / factor directly gives the same bits without reducing the fraction
+    # (a gcd of thousand-bit integers for float moments)
+    top, bottom = Fraction(scale).as_integer_ratio()
+    mean = tuple(m.numerator * bottom / (m.denominator * top) for m in moments.mean())
+    variance = tuple(v.numerator * bottom * bottom / (v.denominator * top * top)
+                     for v in moments.variance(ddof))
     return mean, variance
 
 

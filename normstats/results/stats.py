@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -144,12 +146,14 @@ class DatasetStats:
                                     path=source or None)
         nodata_images = None if summary.channel_images is None else \
             tuple(summary.images - v for v in summary.channel_images)
-        return cls(channels=channels, **_finalize(summary, scale, kind), dtype=dtype,
+        with _in_float64(scale):
+            finalized = _finalize(summary, scale, kind)
+            covariance = _covariance(co_moments_of(summary.moments, summary.cross), scale)
+        return cls(channels=channels, **finalized, dtype=dtype,
                    scale=scale, mode=mode, kind=kind, source=source,
                    skipped=summary.skipped, images=summary.images,
                    pixels_per_channel=summary.moments.count, counts=counts,
-                   nodata_images=nodata_images,
-                   **_covariance(co_moments_of(summary.moments, summary.cross), scale))
+                   nodata_images=nodata_images, **covariance)
 
     @classmethod
     def from_vectors(cls, summary: VectorSummary, *, channels: tuple[str, ...] | None = None,
@@ -166,7 +170,11 @@ class DatasetStats:
         ((2.0, 2.0), (1.0, 0.0), (2, 2))
         """
         scale = 1.0 if scale is None else parse_scale(scale)
-        done = summary.finalize(scale)
+        with _in_float64(scale):
+            done = summary.finalize(scale)
+            covariance = _covariance(summary.co_moments, scale)
+            if any(map(math.isinf, tuple(done["min"]) + tuple(done["max"]))):
+                raise OverflowError("an extreme divided by the scale passes float64")
         names = tuple(channels) if channels else tuple(f"c{j}" for j in
                                                        range(len(summary.features)))
         if len(names) != len(summary.features):
@@ -180,7 +188,7 @@ class DatasetStats:
                    min=done["min"], max=done["max"], images=summary.rows,
                    pixels_per_channel=summary.rows, dtype=summary.dtype, scale=scale,
                    mode=mode, kind="vectors", source=source, skipped=summary.skipped,
-                   counts=done["counts"], **_covariance(summary.co_moments, scale))
+                   counts=done["counts"], **covariance)
 
     def variant(self, name: str) -> tuple[float, ...]:
         """The std variant ``name`` (see `VARIANTS`), with a clear error if unavailable."""
@@ -380,6 +388,19 @@ def _covariance(totals: CoMoments | None, scale: float) -> dict[str, Any]:
             "correlation": totals.correlation()}
 
 
+@contextmanager
+def _in_float64(scale: float) -> Iterator[None]:
+    """Statistics divided by a scale so small that they pass float64's largest value: a
+    one-line error naming the scale, not an OverflowError (nor an infinite extreme)."""
+    try:
+        yield
+    except OverflowError:
+        raise InvalidOptionError(
+            f"scale {scale:g} makes the statistics too large for float64 (divided by it, or "
+            "by its square for the variance, they pass 1.8e308): choose a larger scale "
+            "(--scale)") from None
+
+
 def _finalize(summary: Summary, scale: float, kind: str) -> dict[str, Any]:
     moments, images = summary.moments, summary.images
     mean, variance = moments.finalize(scale)
@@ -390,21 +411,24 @@ def _finalize(summary: Summary, scale: float, kind: str) -> dict[str, Any]:
         "min": tuple(v / scale for v in summary.minimum),
         "max": tuple(v / scale for v in summary.maximum),
     }
+    if any(map(math.isinf, out["min"] + out["max"])):
+        raise OverflowError("an extreme divided by the scale passes float64")
     if min(moments.channel_counts()) > 1:
         out["std_ddof1"] = tuple(math.sqrt(v) for v in moments.finalize(scale, ddof=1)[1])
     if kind == "images":
-        exact_scale = Fraction(scale)
-        unit = exact_scale * (1 << FIXED_BITS)
+        # a fixed-point sum s over n images is s / (2**FIXED_BITS · scale · n): the int true
+        # division of its terms, correctly rounded as float(Fraction(...)) is, without its gcd
+        top, bottom = Fraction(scale).as_integer_ratio()
+        unit = top << FIXED_BITS
         # per band, the images it has values in (nodata left out); every image otherwise
         channels = len(summary.std_sum)
         counted = summary.channel_images or (images,) * channels
         sampled = summary.channel_images_ddof1 or (summary.images_ddof1,) * channels
-        out["per_image_std"] = tuple(float(Fraction(s) / unit / n)
+        out["per_image_std"] = tuple(s * bottom / (unit * n)
                                      for s, n in zip(summary.std_sum, counted))
-        out["rms_per_image_std"] = tuple(
-            math.sqrt(float(Fraction(s) / (unit * exact_scale) / n))
-            for s, n in zip(summary.var_sum, counted))
+        out["rms_per_image_std"] = tuple(math.sqrt(s * bottom * bottom / (unit * top * n))
+                                         for s, n in zip(summary.var_sum, counted))
         if min(sampled, default=0):
-            out["per_image_std_ddof1"] = tuple(float(Fraction(s) / unit / n)
+            out["per_image_std_ddof1"] = tuple(s * bottom / (unit * n)
                                                for s, n in zip(summary.std_ddof1_sum, sampled))
     return out

@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
+import normstats
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.records import Skipped, records_from_stack
 from normstats.maths.scale import default_scale, parse_scale
@@ -233,3 +235,49 @@ def test_what_a_run_found_is_in_the_dict_and_comes_back():
     older = {k: v for k, v in plain.items()
              if k not in ("estimate", "percentiles", "by_folder", "outliers")}
     assert DatasetStats.from_dict(older) == base  # written before these fields existed
+
+
+@pytest.mark.parametrize("scale", [255.0, 0.3, 7.0, 1e-3, 2.0**-100])
+def test_every_std_is_its_definition_rounded_once_in_any_scale(scale):
+    """Mean and pooled std are Σx / (n·scale) and the root of the exact variance / scale²,
+    rounded once; the per-image stds are the exact mean of each image's float std (its
+    variance the exact numerator and denominator, each rounded to float64, divided) over
+    the scale, rounded once; the rms std the root of the same of the variances. Bit for
+    bit, in scales that are no whole number too (0.3 is 5404319552844595 / 2**54)."""
+    rng = np.random.default_rng(11)
+    images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+              for h, w in ((5, 4), (1, 1), (7, 3), (2, 9), (6, 6))]
+    stats = normstats.compute(images, scale=scale, layout="HWC", workers=1)
+    exact = Fraction(scale)
+    for c in range(3):
+        sums = [(v.size, int(v.sum()), int((v.astype(np.int64) ** 2).sum()))
+                for v in (image[:, :, c] for image in images)]
+        n = sum(k for k, _, _ in sums)
+        total, squares = sum(s for _, s, _ in sums), sum(q for _, _, q in sums)
+        assert stats.mean[c] == float(Fraction(total) / (n * exact))
+        assert stats.std[c] == math.sqrt(float(Fraction(n * squares - total * total)
+                                                / (n * n * exact * exact)))
+        numerators = [k * q - s * s for k, s, q in sums]
+        variances = [float(m) / float(k * k) for m, (k, _, _) in zip(numerators, sums)]
+        samples = [math.sqrt(float(m) / float(k * (k - 1)))
+                   for m, (k, _, _) in zip(numerators, sums) if k > 1]
+        assert stats.per_image_std[c] == float(
+            sum(Fraction(math.sqrt(v)) for v in variances) / (len(images) * exact))
+        assert stats.per_image_std_ddof1[c] == float(
+            sum(map(Fraction, samples)) / (len(samples) * exact))
+        assert stats.rms_per_image_std[c] == math.sqrt(float(
+            sum(map(Fraction, variances)) / (len(images) * exact * exact)))
+
+
+@pytest.mark.parametrize("data, scale, options", [
+    (np.arange(48, dtype=np.uint8).reshape(1, 4, 4, 3), 1e-300, {}),
+    (np.arange(48, dtype=np.uint8).reshape(1, 4, 4, 3), 1e-300, {"covariance": True}),
+    (np.full((2, 3, 3, 1), 200, np.uint8), 1e-307, {}),  # no spread: the mean passes
+    (np.arange(12.0).reshape(6, 2) * 1e10, 1e-300, {}),  # vectors
+])
+def test_a_scale_too_small_for_float64_is_one_line(data, scale, options):
+    """A scale of 1e-300 divides variances into 1e600: an OverflowError reached the user
+    as "a normstats bug". It is an option error naming the scale."""
+    with pytest.raises(InvalidOptionError, match=rf"^scale {scale:g} makes the statistics "
+                       r"too large for float64 .*: choose a larger scale \(--scale\)$"):
+        normstats.compute(data, scale=scale, **options)
