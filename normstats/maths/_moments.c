@@ -1543,11 +1543,13 @@ static void spread_values(const double *restrict numerators, const double *restr
  * integer (every finite float64 is a multiple of 2^-1074; the scale is
  * normstats.maths.exact.FIXED_BITS), in FIXED_LIMBS limbs of 32 bits, each held in a
  * uint64: limb l weighs 2^(32 l), and Python adds the limbs up. A bin adds less than 2^32
- * into each of three limbs, so nothing carries: a limb overflows after 2^32 adds, and it
- * takes at most 96 a fold (the bins of the exponents whose three limbs include it), once
- * every SPREAD_FOLD blocks: beyond any call (2^46 cells, 512 TB of sums). */
+ * into each of three limbs, so nothing carries: a limb would overflow after 2^32 adds, and
+ * it takes at most 96 a fold (the bins of the exponents whose three limbs include it),
+ * one fold every SPREAD_FOLD blocks of SPREAD_CELLS cells: at least 2^36 cells before it
+ * could, more than one call takes (SPREAD_MAX_CELLS). */
 #define FIXED_BITS 1130
 #define FIXED_LIMBS 72
+#define SPREAD_MAX_CELLS ((int64_t)1 << 36)
 
 /* Add a 128-bit number (lo, hi) onto the int128 `total` (low and high words), modulo
  * 2^128: two's complement. */
@@ -1611,9 +1613,11 @@ static void add_halves(uint64_t *total, int64_t highs, uint64_t lows) {
  * the same totals. The values go into bins by exponent, their significands summed in
  * uint64 (the adds of one bin are independent of the others', where one fixed-point total
  * a channel would chain every add on the last), and the bins into the totals every
- * SPREAD_FOLD blocks, before a bin could overflow, and at the end. 0, the totals incomplete, at the first image numpy's way
- * must take instead (a product past int64, no pixel, a negative numerator: it errs on
- * the last two), or when memory runs out. */
+ * SPREAD_FOLD blocks, before a bin could overflow, and at the end. 0, the totals
+ * incomplete, at the first image numpy's way must take instead (a product past int64, no
+ * pixel, a negative numerator: it errs on the last two), when memory runs out, or past
+ * SPREAD_MAX_CELLS cells (1 TB of sums and squares: numpy's way then, which has no such
+ * bound). */
 static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8_t *pixels,
                         Py_ssize_t count, Py_ssize_t channels, uint64_t *spreads,
                         uint64_t *totals) {
@@ -1629,7 +1633,8 @@ static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8
     /* Σ of the sums' and squares' halves over one block (< 2^31 values: exact) */
     int64_t highs[2 * CHANNELS_MAX];
     uint64_t lows[2 * CHANNELS_MAX];
-    int complete = bins != NULL;
+    const Py_ssize_t cells_in_call = size_product(count, channels);
+    int complete = bins != NULL && cells_in_call >= 0 && (int64_t)cells_in_call < SPREAD_MAX_CELLS;
     for (Py_ssize_t i = 0, block = 1; complete && i < count; block++) {
         int cells = 0;
         memset(highs, 0, sizeof highs[0] * 2 * channels);
