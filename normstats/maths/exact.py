@@ -8,13 +8,12 @@ float moments so that results are bit-identical however the work was split.
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 
 from normstats.maths import fused
 
-__all__ = ["FIXED_BITS", "to_fixed", "fixed_sum", "add_bins", "fixed_to_float", "int64_sum"]
+__all__ = ["FIXED_BITS", "to_fixed", "fixed_sum", "add_bins", "fixed_to_float",
+           "scaled_quotient", "int64_sum"]
 
 #: Scale exponent: ``v * 2**FIXED_BITS`` is an exact integer for every finite float64,
 #: subnormals included (the smallest is ``2**-1074``).
@@ -144,7 +143,25 @@ def fixed_to_float(total: int, divisor: int, bits: int = FIXED_BITS) -> float:
     >>> fixed_to_float(3 * 2**FIXED_BITS, 4)
     0.75
     """
-    return float(Fraction(total, divisor << bits))
+    return scaled_quotient(total, divisor << bits)
+
+
+def scaled_quotient(numerator: int, denominator: int, scale: float = 1.0,
+                    power: int = 1) -> float:
+    """Correctly rounded float64 of ``numerator / (denominator · scale**power)``.
+
+    The int true division of the exact terms (the scale is a ratio of two ints): what
+    ``float(Fraction(...))`` computes, the same bits, without first reducing the fraction
+    (a gcd of thousand-bit integers for fixed-point sums). OverflowError past float64.
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> scaled_quotient(3, 10, 0.1) == float(Fraction(3, 10) / Fraction(0.1))
+    True
+    """
+    top, bottom = float(scale).as_integer_ratio()
+    return numerator * bottom**power / (denominator * top**power)
 
 
 def int64_sum(values: np.ndarray, axis: int = 0) -> list[int]:

@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from normstats.maths.exact import FIXED_BITS, fixed_sum, int64_sum
+from normstats.maths.exact import FIXED_BITS, fixed_sum, int64_sum, scaled_quotient
 from normstats.maths.image_moments import float_moments, integer_sums
 
 __all__ = ["IntegerMoments", "FloatMoments", "Moments", "as_pixel_stack"]
@@ -210,12 +210,8 @@ def _merged_counts(a: Moments, b: Moments) -> tuple[int, ...] | None:
 def _finalize(moments: Moments, scale: float, ddof: int) -> tuple[tuple[float, ...], ...]:
     if min(moments.channel_counts()) - ddof <= 0:
         raise ValueError(f"variance with ddof={ddof} needs more than {ddof} values")
-    # float(Fraction) is the int true division of its terms, correctly rounded: dividing
-    # the terms of m / factor directly gives the same bits without reducing the fraction
-    # (a gcd of thousand-bit integers for float moments)
-    top, bottom = Fraction(scale).as_integer_ratio()
-    mean = tuple(m.numerator * bottom / (m.denominator * top) for m in moments.mean())
-    variance = tuple(v.numerator * bottom * bottom / (v.denominator * top * top)
+    mean = tuple(scaled_quotient(m.numerator, m.denominator, scale) for m in moments.mean())
+    variance = tuple(scaled_quotient(v.numerator, v.denominator, scale, 2)
                      for v in moments.variance(ddof))
     return mean, variance
 

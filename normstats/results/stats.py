@@ -14,14 +14,13 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.covariance import CoMoments, co_moments_of
-from normstats.maths.exact import FIXED_BITS
+from normstats.maths.exact import FIXED_BITS, scaled_quotient
 from normstats.maths.records import NAN_HINT, NON_FINITE, Skipped
 from normstats.maths.scale import default_scale, parse_scale
 from normstats.maths.summary import Summary
@@ -173,8 +172,7 @@ class DatasetStats:
         with _in_float64(scale):
             done = summary.finalize(scale)
             covariance = _covariance(summary.co_moments, scale)
-            if any(map(math.isinf, tuple(done["min"]) + tuple(done["max"]))):
-                raise OverflowError("an extreme divided by the scale passes float64")
+            _check_extremes(tuple(done["min"]) + tuple(done["max"]))
         names = tuple(channels) if channels else tuple(f"c{j}" for j in
                                                        range(len(summary.features)))
         if len(names) != len(summary.features):
@@ -401,6 +399,13 @@ def _in_float64(scale: float) -> Iterator[None]:
             "(--scale)") from None
 
 
+def _check_extremes(values: tuple[float, ...]) -> None:
+    """An extreme divided by the scale past float64 is an overflow (`_in_float64`), never
+    an infinite minimum or maximum reported."""
+    if any(map(math.isinf, values)):
+        raise OverflowError("an extreme divided by the scale passes float64")
+
+
 def _finalize(summary: Summary, scale: float, kind: str) -> dict[str, Any]:
     moments, images = summary.moments, summary.images
     mean, variance = moments.finalize(scale)
@@ -411,24 +416,20 @@ def _finalize(summary: Summary, scale: float, kind: str) -> dict[str, Any]:
         "min": tuple(v / scale for v in summary.minimum),
         "max": tuple(v / scale for v in summary.maximum),
     }
-    if any(map(math.isinf, out["min"] + out["max"])):
-        raise OverflowError("an extreme divided by the scale passes float64")
+    _check_extremes(out["min"] + out["max"])
     if min(moments.channel_counts()) > 1:
         out["std_ddof1"] = tuple(math.sqrt(v) for v in moments.finalize(scale, ddof=1)[1])
     if kind == "images":
-        # a fixed-point sum s over n images is s / (2**FIXED_BITS · scale · n): the int true
-        # division of its terms, correctly rounded as float(Fraction(...)) is, without its gcd
-        top, bottom = Fraction(scale).as_integer_ratio()
-        unit = top << FIXED_BITS
+        # a fixed-point sum s over n images: s / (2**FIXED_BITS · n · scale)
         # per band, the images it has values in (nodata left out); every image otherwise
         channels = len(summary.std_sum)
         counted = summary.channel_images or (images,) * channels
         sampled = summary.channel_images_ddof1 or (summary.images_ddof1,) * channels
-        out["per_image_std"] = tuple(s * bottom / (unit * n)
+        out["per_image_std"] = tuple(scaled_quotient(s, n << FIXED_BITS, scale)
                                      for s, n in zip(summary.std_sum, counted))
-        out["rms_per_image_std"] = tuple(math.sqrt(s * bottom * bottom / (unit * top * n))
+        out["rms_per_image_std"] = tuple(math.sqrt(scaled_quotient(s, n << FIXED_BITS, scale, 2))
                                          for s, n in zip(summary.var_sum, counted))
         if min(sampled, default=0):
-            out["per_image_std_ddof1"] = tuple(s * bottom / (unit * n)
+            out["per_image_std_ddof1"] = tuple(scaled_quotient(s, n << FIXED_BITS, scale)
                                                for s, n in zip(summary.std_ddof1_sum, sampled))
     return out
