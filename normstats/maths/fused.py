@@ -175,17 +175,32 @@ def integer_spreads(pixels: np.ndarray, sums: np.ndarray,
                                   totals)
     if not complete:
         return None
-    fixed = [[_limbs_total(limbs) for limbs in kind] for kind in spreads]
+    fixed = _limb_totals(spreads)
     # (low, high) words as little-endian bytes, whatever the machine's byte order
     exact = [[int.from_bytes(pair.tobytes(), "little", signed=True) for pair in kind]
              for kind in totals.astype("<u8")]
-    return fixed, exact[0], exact[1]
+    return [fixed[0], fixed[1], fixed[2]], exact[0], exact[1]
 
 
-def _limbs_total(limbs: np.ndarray) -> int:
-    """The integer that 32-bit ``limbs`` (each held in a uint64, so it may have grown past
-    32 bits) make: limb l weighs ``2**(32 l)``."""
-    return sum(int(limbs[i]) << (32 * int(i)) for i in np.flatnonzero(limbs))
+def _limb_totals(limbs: np.ndarray) -> list[list[int]]:
+    """The integers that rows of 32-bit limbs make (each limb held in a uint64, so it may
+    have grown past 32 bits; limb l weighs ``2**(32 l)``), for every row of a (K, C, L)
+    array: a K x C list. The low and high halves of the limbs are each a little-endian run
+    of 32-bit words, read by `int.from_bytes` at once: a summary pays ~1 µs a total where
+    a Python sum over the limbs paid ~13 (a task's fixed cost on small images).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _limb_totals(np.array([[[5, 2**32 + 1, 0]]], np.uint64)) == [[5 + 2**32 + 2**64]]
+    True
+    """
+    low = (limbs & np.uint64(0xFFFFFFFF)).astype("<u4")
+    high = (limbs >> np.uint64(32)).astype("<u4")
+    return [[int.from_bytes(low_row.tobytes(), "little")
+             + (int.from_bytes(high_row.tobytes(), "little") << 32)
+             for low_row, high_row in zip(low_kind, high_kind)]
+            for low_kind, high_kind in zip(low, high)]
 
 
 def _kernel(channels: int) -> Callable:
