@@ -26,6 +26,7 @@ import os
 from typing import Any
 
 from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.sources.archives import unread_archive
 from normstats.sources.arrow import ARROW_EXTENSIONS, ArrowFileSource
 from normstats.sources.cifar import (
     RECORD_FORMATS,
@@ -108,6 +109,8 @@ def detect_format(path: str) -> str:
         return "cifar-python"
     if os.path.splitext(name)[1] in IMAGE_EXTENSIONS:
         return "image"
+    if (archive := unread_archive(path, head)) is not None:
+        raise NormstatsError(archive, path=path)
     raise NormstatsError(f"cannot tell the dataset format; pass --format (one of "
                          f"{', '.join(FORMATS)})", path=path)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normstats.errors import NormstatsError, UnreadableInputError
+from normstats.sources.archives import is_gzip
 from normstats.sources.decoding.file_read import open_regular
 from normstats.sources.packed import MappedRecords, PackedSource, file_size, read_gzip
 
@@ -105,7 +106,10 @@ def open_idx(path: str, layout: str | None = None,
     >>> len(open_idx(p)), open_idx(p).channel_names
     (2, ('L',))
     """
-    compressed = path.lower().endswith(".gz")
+    try:
+        compressed = is_gzip(path)  # by content: browsers save it decompressed as .gz
+    except OSError as error:
+        raise NormstatsError(f"cannot read file ({error})", path=path) from None
     header = parse_idx_header(_read_head(path, compressed), path)
     if len(header.shape) == 1:
         raise NormstatsError(f"a 1-d IDX file of {header.shape[0]} entries holds labels, not "

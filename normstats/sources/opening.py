@@ -13,11 +13,21 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
-from normstats.errors import InvalidOptionError, NormstatsError, RefusedInputError
+from normstats.errors import (
+    EmptyDatasetError,
+    InvalidOptionError,
+    NormstatsError,
+    RefusedInputError,
+)
 from normstats.maths.records import Skipped
+from normstats.sources.archives import unread_archive
 from normstats.sources.arrays import ArraySource
 from normstats.sources.base import Source
-from normstats.sources.decoding.file_read import not_a_dataset_path
+from normstats.sources.decoding.file_read import (
+    IMAGE_EXTENSIONS,
+    not_a_dataset_path,
+    open_regular,
+)
 from normstats.sources.decoding.policy import MODE_CHANNELS
 from normstats.sources.decoding.transforms import transformed_source
 from normstats.sources.folder import FolderSource
@@ -198,12 +208,57 @@ def _open_path(path: str, options: ReadOptions) -> Source:
         source = FolderSource(path, options.policy, fail_fast=options.fail_fast)
         if len(source) == 0 and (shards := shard_folder(path, options)) is not None:
             return shards
+        if len(source) == 0 and not source.skipped:
+            raise EmptyDatasetError(_no_image_files(path, source.ignored), path=path)
         _refuse_image_key(options, f"{path} (a folder of image files)")
         return source
     _refuse_image_key(options, f"{path} (an array)")
     return ArraySource(path, layout=options.layout, channel_names=options.channels,
                        allow_missing_chunks=options.allow_missing_chunks,
                        nodata=options.nodata)
+
+
+#: Files `_no_image_files` looks into for an archive: enough for a download's folder.
+_ARCHIVE_LOOKS = 100
+
+
+def _no_image_files(path: str, others: int) -> str:
+    """Why the folder ``path``, holding no image file, tar shard or Parquet file, is no
+    dataset: it is empty, or it holds ``others`` files of other kinds, named by one of
+    them; an archive among the first `_ARCHIVE_LOOKS` (the zip a dataset was downloaded
+    as) is named with the command that unpacks it.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "train.zip"), "wb").write(b"PK\\x03\\x04")
+    >>> _no_image_files(d, 1).split(", which")[0].endswith(f"{d}/train.zip is a zip archive")
+    True
+    """
+    if others == 0:
+        return "an empty folder (no image file, tar shard or Parquet file)"
+    example, looked = None, 0
+    for folder, subfolders, names in os.walk(path):
+        subfolders.sort()
+        for name in sorted(names):
+            file = os.path.join(folder, name)
+            example, looked = example or file, looked + 1
+            try:
+                with open_regular(file) as handle:  # a FIFO is refused unread
+                    archive = unread_archive(file, handle.read(8))
+            except OSError:
+                continue
+            if archive is not None:
+                return f"no image files in it, and {file} is {archive}"
+            if looked >= _ARCHIVE_LOOKS:
+                break
+        if looked >= _ARCHIVE_LOOKS:
+            break
+    shown = ", ".join(e for e in (".jpg", ".png", ".tif", ".webp", ".bmp") if e in IMAGE_EXTENSIONS)
+    return (f"no image files in it ({others:,} other file{'s' * (others != 1)}, e.g. "
+            f"{example}): normstats reads image files ({shown}, ...), tar shards and "
+            "Parquet files")
 
 
 #: The file formats whose samples hold several fields, one of them the image: a Parquet or

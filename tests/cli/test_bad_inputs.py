@@ -54,7 +54,7 @@ SMALL_NET = ["--depth", "3", "--width", "4", "--batch", "4"]
 CASES = [
     # compute: paths
     (["compute", "{w}/missing"], 1, "missing: no such file or folder"),
-    (["compute", "{w}/empty"], 1, "empty: no usable image"),
+    (["compute", "{w}/empty"], 1, "empty: an empty folder (no image file, tar shard"),
     (["compute", "{w}/notes.txt"], 1, "cannot tell the dataset format"),
     (["compute", "{w}/broken", "--on-error", "fail"], 1, "cut.jpg"),
     (["compute", "{w}/images/*.tif"], 1, "no file matches this pattern"),
@@ -123,7 +123,7 @@ CASES = [
     (["cache", "bogus"], 2, "No such command"),
     # condition
     (["condition", "{w}/missing"], 2, "does not exist"),
-    (["condition", "{w}/empty"], 1, "empty: no usable image"),  # images: the channels'
+    (["condition", "{w}/empty"], 1, "empty: an empty folder"),  # images: the channels'
     (["condition", "{w}/notes.txt"], 1, "cannot tell the dataset format"),
 ]
 

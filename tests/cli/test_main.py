@@ -47,7 +47,7 @@ def test_failures_exit_non_zero_with_one_line(tmp_path, png_folder):
     empty = tmp_path / "empty"
     empty.mkdir()
     result = CliRunner().invoke(main, ["compute", str(empty)])
-    assert result.exit_code == 1 and "no usable image" in result.output
+    assert result.exit_code == 1 and "an empty folder" in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from normstats.errors import NormstatsError
+from normstats.sources.archives import unread_archive
 from normstats.sources.decoding.file_read import open_regular
 from normstats.sources.tar.guards import check_extended, check_size, checked_members, open_tar
 
@@ -223,5 +224,8 @@ def list_members(path: str, compressed: bool) -> tuple[list[Any], int | None]:
             if isinstance(error, NormstatsError):
                 raise
             truncated = isinstance(error, EOFError) or "unexpected end" in str(error)
+            handle.seek(0)
+            if not truncated and (archive := unread_archive(path, handle.read(8))):
+                raise NormstatsError(f"not a tar shard but {archive}", path=path) from None
             raise NormstatsError(f"{'truncated' if truncated else 'not a readable tar shard'}"
                                  f" ({error or type(error).__name__})", path=path) from None

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from normstats.errors import NormstatsError, RefusedInputError, SkipKind, UnreadableInputError
 from normstats.maths.records import Skipped
+from normstats.sources.archives import is_gzip
 from normstats.sources.base import Task, default_task_size, split_evenly
 from normstats.sources.confined import outside_reason
 from normstats.sources.decoding.decode import (
@@ -94,8 +95,8 @@ def scan_shard(path: str, expected: int | None = None, image_ext: str | None = N
     >>> [m.name for m in shard.members], shard.samples, shard.ignored
     (['a.jpg'], 1, 1)
     """
-    compressed = path.lower().endswith((".gz", ".tgz"))
     try:
+        compressed = is_gzip(path)  # by content: the name may say otherwise
         every, end = list_members(path, compressed)
     except OSError as error:  # missing or not permitted (a FIFO is refused without one)
         raise NormstatsError(f"cannot read the shard ({error.strerror or error})",
