@@ -28,6 +28,7 @@ from normstats.analyses.manifest_schema import (
 )
 from normstats.errors import NormstatsError, RefusedInputError
 from normstats.maths.records import Skipped
+from normstats.sources.archives import is_gzip
 from normstats.sources.decoding.file_read import not_a_dataset_path, open_regular
 from normstats.sources.options import READ_FIELDS, ReadOptions, read_options
 from normstats.sources.path_patterns import one_path_per_file
@@ -134,9 +135,20 @@ def verify_checksums(manifest: Manifest, root: str) -> list[str]:
             continue
         if actual != digest:
             raise NormstatsError(f"{algo} checksum mismatch: expected {digest}, got {actual} "
-                                 "(not the published file, or a damaged download)", path=path)
+                                 f"(not the published file, or a damaged download"
+                                 f"{_not_gzip_hint(path, name)})", path=path)
         lines.append(f"{name}: {algo} ok")
     return lines
+
+
+def _not_gzip_hint(path: str, name: str) -> str:
+    """For a listed ``.gz`` file that is no gzip stream at all: what a browser that
+    decompressed the download while keeping its name leaves, and how to have it read as
+    the extracted copy it is (whose pixels the image count and references check)."""
+    if not name.endswith(".gz") or is_gzip(path):
+        return ""
+    return (f"; it is no gzip stream: if a browser saved it decompressed under its .gz name, "
+            f"rename it {os.path.basename(name[:-3])} and it is read as the extracted copy")
 
 
 def _whole_gzip(path: str) -> bool:
