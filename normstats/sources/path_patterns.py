@@ -216,7 +216,30 @@ def missing_reason(path: str) -> str:
     try:
         return f"a symbolic link to {os.readlink(path)}, which does not exist"
     except (OSError, ValueError):  # not a link: plainly missing
-        return "no such file or folder"
+        return "no such file or folder" + _unexpanded(path)
+
+
+def _unexpanded(path: str) -> str:
+    """What a missing ``path`` has that a shell would have changed: a ``~`` or a
+    ``$VARIABLE`` (Python leaves both as they are, where a path typed at a prompt had them
+    expanded), white space around it (pasted). Nothing for a plain typo.
+
+    Examples
+    --------
+    >>> os.environ["NORMSTATS_DOC_DATA"] = "/data"
+    >>> _unexpanded("$NORMSTATS_DOC_DATA/train").split(";")[0]
+    ' (a shell would read /data/train, which does not exist either'
+    >>> _unexpanded("train ")
+    ' (the path ends with white space)'
+    """
+    expanded = os.path.expanduser(os.path.expandvars(path))
+    if expanded != path:
+        there = "which exists" if os.path.exists(expanded) else "which does not exist either"
+        return (f" (a shell would read {expanded}, {there}; Python expands no ~ or $VARIABLE: "
+                "os.path.expanduser, os.path.expandvars)")
+    if path != path.strip():
+        return f" (the path {'ends' if path[-1:].isspace() else 'begins'} with white space)"
+    return ""
 
 
 def regular_files(paths: list[str], skipped: list[Skipped], fail_fast: bool) -> list[str]:

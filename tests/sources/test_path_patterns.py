@@ -2,6 +2,7 @@ import os
 
 import pytest
 
+import normstats
 from normstats.errors import NormstatsError, RefusedInputError, SkipKind
 from normstats.sources.path_patterns import (
     expand_braces,
@@ -93,3 +94,24 @@ def test_a_missing_path_says_why(tmp_path):
     assert missing_reason(str(tmp_path / "dangling")) == \
         f"a symbolic link to {tmp_path / 'nowhere'}, which does not exist"
     assert missing_reason(str(tmp_path / "typo")) == "no such file or folder"
+
+
+def test_a_missing_path_a_shell_would_have_expanded_says_so(tmp_path, monkeypatch):
+    """'~/data' and '$DATA/train' given from Python (or quoted) name the path a shell would
+    have read, and whether it exists; a pasted space is named; a plain typo gets neither."""
+    (tmp_path / "data").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NORMSTATS_TEST_DATA", str(tmp_path / "data"))
+    cases = {
+        "~/data": f"(a shell would read {tmp_path}/data, which exists; Python expands no ~",
+        "$NORMSTATS_TEST_DATA/train": f"(a shell would read {tmp_path}/data/train, which "
+                                      "does not exist either;",
+        str(tmp_path / "data") + " ": "no such file or folder (the path ends with white space)",
+    }
+    for given, hint in cases.items():
+        with pytest.raises(NormstatsError, match="no such file or folder") as caught:
+            normstats.compute(given, cache=False)
+        assert hint in str(caught.value)
+    with pytest.raises(NormstatsError) as typo:
+        normstats.compute(str(tmp_path / "dta"), cache=False)
+    assert str(typo.value).endswith("dta: no such file or folder")
