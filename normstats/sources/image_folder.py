@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from normstats.errors import SkipKind
+from normstats.errors import SkipKind, numbered
 from normstats.maths.records import Skipped
 from normstats.sources.decoding.file_read import not_regular_reason
 from normstats.sources.decoding.policy import policy_of
@@ -81,9 +81,10 @@ class ImageFolderFiles(ListedFiles):
         policy = policy_of("RGB", max_pixels, max_file_bytes)
         walk = WalkResult(FileList.from_columns(kept, sizes, mtimes, stamps), tuple(skipped), 0)
         self.adopt(root, policy, fail_fast, walk)
-        self.description = (f"map-style dataset {type(dataset).__name__} ({len(paths):,} "
-                            f"items, read in worker processes: an ImageFolder without "
-                            f"transforms, its files decoded directly under {root})")
+        self.description = (f"map-style dataset {type(dataset).__name__} "
+                            f"({numbered(len(paths), 'item')}, read in worker processes: an "
+                            f"ImageFolder without transforms, its files decoded directly under "
+                            f"{root})")
 
     def task(self, files: FileList) -> FolderTask:
         return FolderTask(self.root, files, self.policy, self.fail_fast)

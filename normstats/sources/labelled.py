@@ -23,6 +23,7 @@ variables, and is refused with their names: pick one.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -117,7 +118,8 @@ def table_array(table: Any, options: ReadOptions) -> tuple[Any, ReadOptions]:
     other = [f"{label!r} ({dtype})" for label, dtype in columns
              if not isinstance(dtype, np.dtype) or dtype.kind not in "biuf"]
     for label, dtype in columns:
-        advice = _column_advice(frame[label], label) if dtype == np.dtype(object) else None
+        textual = getattr(dtype, "kind", None) in ("O", "S", "U")  # pandas' str too
+        advice = _column_advice(frame[label], label) if textual else None
         if advice:
             raise InvalidOptionError(f"a table's columns are read as numeric features, and "
                                      f"{label!r} {advice}")
@@ -154,12 +156,22 @@ def _column_advice(column: Any, label: Any) -> str | None:
         return ("holds encoded images: give normstats the images rather than their table, "
                 "e.g. the Hugging Face dataset it came from (normstats.compute(dataset)), its "
                 "Parquet files or a folder")
+    if isinstance(first, str) and _is_image_name(first):  # a CSV of paths and labels
+        return (f"holds image file paths ({first!r}, ...): normstats.compute(list(df[{label!r}]))"
+                " reads those files (relative paths from the working folder)")
     if hasattr(first, "getdata"):
         return f"holds PIL images: normstats.compute(list(df[{label!r}])) reads them"
     if hasattr(first, "shape"):
         return (f"holds arrays: normstats.compute(np.stack(df[{label!r}])) reads them as one "
                 "array (vectors (N, d) or images)")
     return None
+
+
+def _is_image_name(text: str) -> bool:
+    """Whether ``text`` ends as an image file's name does (``train/0001.jpg``)."""
+    from normstats.sources.decoding.file_read import IMAGE_EXTENSIONS
+
+    return os.path.splitext(text)[1].lower() in IMAGE_EXTENSIONS
 
 
 def _polars_array(table: Any) -> tuple[Any, tuple[str, ...]]:
@@ -224,6 +236,11 @@ def _polars_column_advice(column: Any, name: str) -> str | None:
     if dtype.startswith("List"):
         return (f"holds lists: normstats.compute(np.stack(df[{name!r}].to_list())) reads them "
                 "as one array (vectors (N, d) or images)")
+    first = column.head(1).to_list()
+    if dtype == "String" and first and isinstance(first[0], str) and _is_image_name(first[0]):
+        return (f"holds image file paths ({first[0]!r}, ...): "
+                f"normstats.compute(df[{name!r}].to_list()) reads those files (relative paths "
+                "from the working folder)")
     return None
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from normstats.errors import InvalidOptionError, NormstatsError
+from normstats.errors import InvalidOptionError, NormstatsError, numbered
 from normstats.maths.records import Skipped
 from normstats.sources.base import TaskResult, default_task_size, split_evenly
 from normstats.sources.decoding.policy import DecodedImage
@@ -164,8 +164,8 @@ class MappedSource:
         self.scheduler = "processes" if payload is not None else "threads"
         how = ("read in worker processes" if payload is not None else
                f"read with threads: the dataset does not pickle ({why})")
-        self.description = f"map-style dataset {type(dataset).__name__} ({self.count:,} " \
-                           f"items, {how})"
+        self.description = f"map-style dataset {type(dataset).__name__} " \
+                           f"({numbered(self.count, 'item')}, {how})"
 
     def __len__(self) -> int:
         return self.count

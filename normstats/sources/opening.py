@@ -105,6 +105,8 @@ def _open(data: Any, options: ReadOptions) -> Source | IterableSource:
             from normstats.sources.remote_formats import open_urls
 
             return open_urls(data, options)
+    if _is_pil_image(data):  # one image, as one image file's path or an (H, W, C) array is
+        data = [data]
     if options.storage_options:
         raise InvalidOptionError("storage_options are for URLs (s3://bucket/train, ...), and "
                                  "this data is not one: leave them out")
@@ -155,6 +157,11 @@ def _open_object(data: Any, options: ReadOptions) -> Source | IterableSource:
     raise NormstatsError(f"cannot compute statistics of a {type(data).__name__}: pass a folder, "
                          "a .npy or zarr path, an array, a dataset (with __len__ and "
                          "__getitem__) or an iterable of images")
+
+
+def _is_pil_image(data: Any) -> bool:
+    """Whether ``data`` is one PIL image (checked without importing Pillow)."""
+    return type(data).__module__.startswith("PIL.") and hasattr(data, "getdata")
 
 
 def _local_or_urls(data: str | list | tuple) -> str | list[str]:

@@ -218,3 +218,30 @@ def test_polars_columns_that_are_not_numbers_or_would_round_are_refused_by_name(
         normstats.compute(pl.DataFrame())
     with pytest.raises(normstats.EmptyDatasetError, match="no rows"):
         normstats.compute(table.head(0))
+
+
+def test_a_table_of_image_paths_says_how_to_read_the_files(tmp_path, rng):
+    """A CSV of paths and labels, as pandas (object and str columns), a pandas Series and
+    polars read it: refused as features, with the call that reads the files, which gives
+    the files' exact statistics."""
+    from PIL import Image
+
+    images = [rng.integers(0, 256, (4, 5, 3), dtype=np.uint8) for _ in range(3)]
+    paths = []
+    for i, pixels in enumerate(images):
+        paths.append(str(tmp_path / f"{i}.png"))
+        Image.fromarray(pixels).save(paths[-1])
+    tables = {"pandas": pd.DataFrame({"path": paths, "label": [0, 1, 0]}),
+              "pandas object": pd.DataFrame({"path": np.array(paths, dtype=object)}),
+              "Series": pd.Series(paths, name="path"),
+              "polars": pl.DataFrame({"path": paths, "label": [0, 1, 0]})}
+    for kind, table in tables.items():
+        with pytest.raises(InvalidOptionError, match=r"'path' holds image file paths \(") as e:
+            normstats.compute(table)
+        call = "df['path'].to_list()" if kind == "polars" else "list(df['path'])"
+        assert f"normstats.compute({call}) reads those files" in str(e.value), kind
+    stats = normstats.compute(list(tables["pandas"]["path"]), cache=False)
+    mean, std = integer_mean_std(images, 255)
+    assert list(stats.mean) == mean and list(stats.std) == std
+    with pytest.raises(InvalidOptionError, match=r"'name' \(str\) is not numbers"):
+        normstats.compute(pd.DataFrame({"name": ["a.txt", "b"], "x": [1, 2]}))

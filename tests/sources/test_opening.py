@@ -117,3 +117,15 @@ def test_a_mode_or_layout_that_contradicts_the_data_is_refused(tmp_path):
     assert normstats.compute(str(tmp_path / "gray.npy"), mode="L").images == 3
     assert normstats.compute(str(tmp_path / "rgb.npy"), mode="keep").images == 3
     assert normstats.compute(str(tmp_path / "photos"), layout="NHWC", cache=False).images == 1
+
+
+def test_one_pil_image_is_a_one_image_dataset(rng):
+    """As one image file's path is: the same numbers as the image's array, counted as one
+    item."""
+    from PIL import Image
+
+    pixels = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
+    stats = normstats.compute(Image.fromarray(pixels), workers=1)
+    same = normstats.compute(pixels[None], workers=1)
+    assert stats.images == 1 and (stats.mean, stats.std) == (same.mean, same.std)
+    assert "(1 item, " in stats.source
