@@ -68,6 +68,33 @@ def _gzip_head(path: str) -> bytes:
         return b""
 
 
+def _listed_image(head: bytes) -> tuple[str, bool] | None:
+    """The image file that the first line of ``head`` names when it reads as a line of
+    text naming one (a YOLO ``train.txt``), alone or followed by a label (ImageNet's
+    ``val.txt``: whether it was), else None.
+
+    Examples
+    --------
+    >>> _listed_image(b"data/images/0001.jpg\\ndata/images/0002.jpg\\n")
+    ('data/images/0001.jpg', False)
+    >>> _listed_image(b"n01440764/val_00000293.JPEG 0\\n")
+    ('n01440764/val_00000293.JPEG', True)
+    >>> _listed_image(b"\\x89PNG") is None
+    True
+    """
+    try:
+        lines = head.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return None
+    first = lines[0].strip() if lines else ""
+    if not first.isprintable():
+        return None
+    for name, labelled in ((first, False), (first.split(maxsplit=1)[0] if first else "", True)):
+        if os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
+            return name, labelled
+    return None
+
+
 def detect_format(path: str) -> str:
     """The format of ``path`` by the table in this module's docstring.
 
@@ -111,6 +138,14 @@ def detect_format(path: str) -> str:
         return "image"
     if (archive := unread_archive(path, head)) is not None:
         raise NormstatsError(archive, path=path)
+    if (listed := _listed_image(head)) is not None:
+        name, labelled = listed
+        files = f"[line.split()[0] for line in open({os.path.basename(path)!r})]" if labelled \
+            else f"open({os.path.basename(path)!r}).read().splitlines()"
+        raise NormstatsError(
+            f"a text file listing image files ({name}, ...), which normstats does not read "
+            f"as a dataset: pass the files themselves, e.g. from Python normstats.compute("
+            f"{files}) (relative paths from the working folder)", path=path)
     raise NormstatsError(f"cannot tell the dataset format; pass --format (one of "
                          f"{', '.join(FORMATS)})", path=path)
 

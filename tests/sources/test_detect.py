@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oracle import assert_matches_oracle
 
 import normstats
 from normstats.errors import NormstatsError, UnreadableInputError
@@ -55,3 +56,26 @@ def test_a_fifo_is_refused_before_its_first_byte_is_read(tmp_path: Path, name: s
         detect_format(str(tmp_path / name))
     assert str(caught.value) == (f"{tmp_path / name}: not a regular file (a FIFO (named "
                                  "pipe)); only regular files are read")
+
+
+@pytest.mark.parametrize("line, call", [
+    ("{}", "open('train.txt').read().splitlines()"),  # YOLO's train.txt
+    ("{} 0", "[line.split()[0] for line in open('train.txt')]"),  # ImageNet's val.txt
+])
+def test_a_text_file_listing_images_gives_the_call_that_reads_them(tmp_path, monkeypatch,
+                                                                    line, call):
+    from PIL import Image
+
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(3)
+    images = [rng.integers(0, 256, (3, 4, 3), dtype=np.uint8) for _ in range(2)]
+    for i, pixels in enumerate(images):
+        Image.fromarray(pixels).save(f"{i}.png")
+    (tmp_path / "train.txt").write_text("".join(line.format(f"{i}.png") + "\n"
+                                                for i in range(2)))
+    with pytest.raises(NormstatsError, match=r"a text file listing image files \(0\.png, ") \
+            as caught:
+        normstats.compute("train.txt")
+    assert f"normstats.compute({call}) (relative paths" in str(caught.value)
+    stats = normstats.compute(eval(call), cache=False)  # the call the message gives
+    assert_matches_oracle(stats, images, 255)
