@@ -96,9 +96,12 @@ def image_column(schema: Any, path: str, column: str | None) -> tuple[str, str]:
                                      f"{', '.join(schema.names)}")
         kind = column_kind(schema.field(column).type)
         if kind is None:
+            images = [name for name in schema.names
+                      if column_kind(schema.field(name).type) is not None]
+            hint = f"; the columns that can hold images are {', '.join(images)}" if images else \
+                _pixel_arrays_hint(schema, [column])
             raise InvalidOptionError(f"{path}: column {column!r} ({schema.field(column).type}) "
-                                     "holds no images (bytes, a path, or a struct of them)"
-                                     f"{_pixel_arrays_hint(schema, [column])}")
+                                     f"holds no images (bytes, a path, or a struct of them){hint}")
         return column, kind
     candidates = [(n, k) for n in schema.names
                   if (k := column_kind(schema.field(n).type)) in ("struct", "bytes")]
@@ -193,7 +196,7 @@ def _pixel_arrays_hint(schema: Any, names: list[str]) -> str:
         return (f"; column {name!r} holds pixel arrays ({held}), which normstats reads from "
                 "the dataset object, not from its files: in Python, load it with datasets "
                 f"(load_from_disk, load_dataset) and pass it, normstats.compute(dataset{key})")
-    kinds = [schema.field(name).type for name in names]
+    kinds = [schema.field(name).type for name in schema.names]  # the table's, every one
     if kinds and all(pa.types.is_integer(t) or pa.types.is_floating(t)
                      or pa.types.is_boolean(t) for t in kinds):
         return ("; every column is a number: for per-feature statistics of the table, pass "

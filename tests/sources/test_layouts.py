@@ -167,6 +167,14 @@ def test_parquet_image_column_is_chosen_or_asked_for(tmp_path, images):
     assert_matches_oracle(stats, images[:1], 255)
     with pytest.raises(InvalidOptionError, match="no column 'nope'"):
         normstats.compute(tmp_path / "two.parquet", image_key="nope")
+    # a column of numbers chosen beside the image columns: named (it was told "every
+    # column is a number", judged by the chosen column alone)
+    pq.write_table(pa.table({"image": cells, "label": [1]}), tmp_path / "labelled.parquet")
+    with pytest.raises(InvalidOptionError) as chosen:
+        normstats.compute(tmp_path / "labelled.parquet", image_key="label")
+    assert str(chosen.value).endswith("column 'label' (int64) holds no images (bytes, a path, "
+                                      "or a struct of them); the columns that can hold images "
+                                      "are image")
     pq.write_table(pa.table({"label": [1]}), tmp_path / "none.parquet")
     with pytest.raises(NormstatsError, match="no image column") as caught:
         normstats.compute(tmp_path / "none.parquet")
