@@ -82,6 +82,11 @@ class Constants:
     p98: tuple[float, ...] | None = None
     #: Vector data (N, d): features over rows, worded without pixels.
     vectors: bool = False
+    #: mean and std in pixel units (scale 1), each rounded once from the exact totals
+    #: where the result kept them (`DatasetStats.in_pixel_units`); what mmcv and
+    #: detectron2 are given.
+    pixel_mean: tuple[float, ...] = ()
+    pixel_std: tuple[float, ...] = ()
 
     @property
     def axis(self) -> str:
@@ -91,10 +96,6 @@ class Constants:
     @property
     def variance(self) -> tuple[float, ...]:
         return tuple(s * s for s in self.std)
-
-    def raw(self, values: tuple[float, ...]) -> tuple[float, ...]:
-        """Values in raw pixel units ([0, 255] for 8-bit images): value times the scale."""
-        return tuple(v * self.scale for v in values)
 
     def header(self, units: str) -> str:
         """The comment line every Python export starts with (and a second one naming the
@@ -118,6 +119,7 @@ def constants(stats: DatasetStats, variant: str = "std", bgr: bool = False) -> C
         For an unknown or undefined variant, or ``bgr`` on data without three channels.
     """
     mean, std, names = stats.mean, stats.variant(variant), stats.channels
+    pixel_mean, pixel_std = stats.in_pixel_units("mean"), stats.in_pixel_units(variant)
     covariance = stats.covariance
     found = stats.percentiles or {}
     p2, p98 = found.get("p2"), found.get("p98")
@@ -126,10 +128,11 @@ def constants(stats: DatasetStats, variant: str = "std", bgr: bool = False) -> C
             raise InvalidOptionError(f"--bgr needs three channels, these data have {len(names)} "
                                      f"({', '.join(names)})")
         mean, std, names = mean[::-1], std[::-1], names[::-1]
+        pixel_mean, pixel_std = pixel_mean[::-1], pixel_std[::-1]
         covariance = None if covariance is None else tuple(row[::-1] for row in covariance[::-1])
         p2, p98 = (None if v is None else v[::-1] for v in (p2, p98))
     return Constants(tuple(mean), tuple(std), tuple(names), variant, stats.scale, stats.source,
-                     bgr, covariance, p2, p98, stats.kind == "vectors")
+                     bgr, covariance, p2, p98, stats.kind == "vectors", pixel_mean, pixel_std)
 
 
 def _tuple(values: tuple[float, ...]) -> str:
@@ -220,7 +223,7 @@ def _mmcv_kwargs(c: Constants) -> dict[str, Any]:
     # have an order to turn: mmcv's conversion (OpenCV's cvtColor BGR2RGB) makes three
     # channels of one, drops a fourth, and fails on more.
     to_rgb = len(c.channels) == 3 and not c.bgr
-    return {"mean": list(c.raw(c.mean)), "std": list(c.raw(c.std)), "to_rgb": to_rgb}
+    return {"mean": list(c.pixel_mean), "std": list(c.pixel_std), "to_rgb": to_rgb}
 
 
 def _mmcv_code(c: Constants, kw: dict[str, Any]) -> str:
@@ -237,7 +240,7 @@ def _detectron2_kwargs(c: Constants) -> dict[str, Any]:
     # from the user's own DatasetMapper, and the config then names no format
     fmt = {1: "L", 3: "BGR" if c.bgr else "RGB"}.get(len(c.channels))
     return ({"INPUT.FORMAT": fmt} if fmt else {}) | {
-        "MODEL.PIXEL_MEAN": list(c.raw(c.mean)), "MODEL.PIXEL_STD": list(c.raw(c.std))}
+        "MODEL.PIXEL_MEAN": list(c.pixel_mean), "MODEL.PIXEL_STD": list(c.pixel_std)}
 
 
 def _detectron2_code(c: Constants, kw: dict[str, Any]) -> str:

@@ -111,6 +111,13 @@ class DatasetStats:
     #: (see ``docs/mean_image.md``); None when not asked. Left out of ``==`` and ``repr``.
     mean_image: np.ndarray | None = field(default=None, compare=False, repr=False)
     mean_image_std: np.ndarray | None = field(default=None, compare=False, repr=False)
+    #: The mean and every std variant in pixel units (scale 1: [0, 255] for 8-bit images),
+    #: each rounded once from the exact totals, where the reported value times the scale
+    #: can be an ulp away (122.94159090909092 for 122.9415909090909): what the exports in
+    #: pixel units print (`in_pixel_units`). None when the scale is 1, for vectors, and for
+    #: results read from JSON written without them. Left out of ``==`` and ``repr``.
+    pixel_units: dict[str, tuple[float, ...]] | None = field(default=None, compare=False,
+                                                              repr=False)
 
     @classmethod
     def from_summary(cls, summary: Summary, *, channels: tuple[str, ...] | None = None,
@@ -148,7 +155,13 @@ class DatasetStats:
         with _in_float64(scale):
             finalized = _finalize(summary, scale, kind)
             covariance = _covariance(co_moments_of(summary.moments, summary.cross), scale)
-        return cls(channels=channels, **finalized, dtype=dtype,
+        pixel_units = None
+        if scale != 1:  # the same exact terms, divided by no scale
+            with _in_float64(1.0):
+                unscaled = _finalize(summary, 1.0, kind)
+            pixel_units = {name: unscaled[name] for name in ("mean", *VARIANTS)
+                           if unscaled[name] is not None}
+        return cls(channels=channels, **finalized, dtype=dtype, pixel_units=pixel_units,
                    scale=scale, mode=mode, kind=kind, source=source,
                    skipped=summary.skipped, images=summary.images,
                    pixels_per_channel=summary.moments.count, counts=counts,
@@ -187,6 +200,28 @@ class DatasetStats:
                    pixels_per_channel=summary.rows, dtype=summary.dtype, scale=scale,
                    mode=mode, kind="vectors", source=source, skipped=summary.skipped,
                    counts=done["counts"], **covariance)
+
+    def in_pixel_units(self, name: str = "mean") -> tuple[float, ...]:
+        """The mean (``"mean"``) or the std variant ``name`` in pixel units (scale 1):
+        `pixel_units`, each value rounded once from the exact totals, while it matches
+        the reported values (the same scale, not replaced); else the reported values
+        times the scale.
+
+        Examples
+        --------
+        >>> import numpy as np, normstats
+        >>> x = np.array([[[[0]], [[0]]], [[[0]], [[1]]], [[[255]], [[255]]]], np.uint8)
+        >>> s = normstats.compute(x)
+        >>> s.in_pixel_units("mean"), s.mean[0] * s.scale  # 511 / 6 = 85.1666...
+        ((85.16666666666667,), 85.16666666666666)
+        """
+        values = self.mean if name == "mean" else self.variant(name)
+        kept = (self.pixel_units or {}).get(name)
+        if kept is not None and len(kept) == len(values) and all(
+                math.isclose(k / self.scale, v, rel_tol=2**-50, abs_tol=0)
+                for k, v in zip(kept, values)):
+            return tuple(kept)
+        return tuple(v * self.scale for v in values)
 
     def variant(self, name: str) -> tuple[float, ...]:
         """The std variant ``name`` (see `VARIANTS`), with a clear error if unavailable."""
@@ -244,6 +279,8 @@ class DatasetStats:
         for name in ("mean_image", "mean_image_std"):
             if data[name] is not None:
                 data[name] = data[name].tolist()
+        if self.pixel_units is not None:
+            data["pixel_units"] = {k: list(v) for k, v in self.pixel_units.items()}
         return data
 
     @classmethod
@@ -269,6 +306,8 @@ class DatasetStats:
         for name in ("mean_image", "mean_image_std"):
             if values.get(name) is not None:
                 values[name] = np.array(values[name], dtype=np.float64)
+        if values.get("pixel_units") is not None:
+            values["pixel_units"] = {k: tuple(v) for k, v in values["pixel_units"].items()}
         return cls(**values)
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -8,6 +8,7 @@ import csv
 import dataclasses
 import io
 import json
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -260,8 +261,10 @@ def test_constants_keep_the_source_and_refuse_bgr_without_three_channels():
     c = constants(STATS)
     assert (c.source, c.scale, c.variant, c.bgr, c.channels) == \
         ("/data", 255.0, "std", False, ("R", "G", "B"))
-    # one correctly rounded product, printed in repr digits
-    assert c.raw((0.0006850000000000001, 1 / 3)) == (0.17467500000000002, 85.0)
+    # a result made by hand keeps no pixel units: one correctly rounded product each
+    made = dataclasses.replace(STATS, mean=(0.0006850000000000001, 1 / 3, 0.5))
+    assert made.pixel_units is None
+    assert made.in_pixel_units("mean") == (0.17467500000000002, 85.0, 127.5)
     two = dataclasses.replace(STATS, channels=("a", "b"), mean=(0.5, 0.5), std=(0.1, 0.1))
     with pytest.raises(InvalidOptionError) as raised:
         constants(two, bgr=True)
@@ -349,3 +352,32 @@ def test_vectors_are_exported_only_where_their_features_are_normalized():
             export(vectors, fmt)
         with pytest.raises(InvalidOptionError):
             vectors.to(fmt)
+
+
+def test_pixel_unit_exports_are_rounded_once_from_the_exact_totals():
+    """mmcv and detectron2 take the constants in pixel units: each is the exact mean (or
+    std variant) rounded once, as `--scale 1` reports it, where the reported value times
+    255 is an ulp away; kept through JSON, in BGR order too, and dropped (value times the
+    scale) once the reported values are replaced."""
+    # channel R: 0, 0, 0, 1, 255, 255, whose mean 511 / 6 = 85.1666... is 85.16666666666667
+    # where 255 times the reported mean gives 85.16666666666666
+    images = [np.array([[[0, 10, 20], [0, 30, 40], [0, 50, 60]]], np.uint8),
+              np.array([[[1, 70, 80], [255, 90, 100], [255, 110, 120]]], np.uint8)]
+    stats = normstats.compute(images, layout="HWC", workers=1)
+    total = [sum(int(v) for i in images for v in i[..., c].ravel()) for c in range(3)]
+    count = sum(i.shape[0] * i.shape[1] for i in images)
+    exact_mean = tuple(float(Fraction(t, count)) for t in total)
+    assert stats.in_pixel_units("mean") == exact_mean
+    assert any(m * 255 != e for m, e in zip(stats.mean, exact_mean))  # the case it fixes
+    unscaled = normstats.compute(images, layout="HWC", scale=1, workers=1)
+    for variant in ("std", "per_image_std", "per_image_std_ddof1", "rms_per_image_std"):
+        assert stats.in_pixel_units(variant) == unscaled.variant(variant), variant
+    mmcv = stats.to_kwargs("mmcv", variant="per_image_std")
+    assert (tuple(mmcv["mean"]), tuple(mmcv["std"])) == (unscaled.mean, unscaled.per_image_std)
+    detectron2 = normstats.DatasetStats.from_json(stats.to_json()).to_kwargs("detectron2",
+                                                                             bgr=True)
+    assert tuple(detectron2["MODEL.PIXEL_MEAN"]) == unscaled.mean[::-1]
+    assert tuple(detectron2["MODEL.PIXEL_STD"]) == unscaled.std[::-1]
+    moved = dataclasses.replace(stats, mean=tuple(m + 0.01 for m in stats.mean))
+    assert moved.in_pixel_units("mean") == tuple(m * 255 for m in moved.mean)
+    assert normstats.compute(images[0][None], scale=1).pixel_units is None  # nothing to keep
