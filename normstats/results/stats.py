@@ -152,6 +152,8 @@ class DatasetStats:
                                     path=source or None)
         nodata_images = None if summary.channel_images is None else \
             tuple(summary.images - v for v in summary.channel_images)
+        if kind == "vectors":  # records of rows reduced: counted per feature, as compute does
+            counts, nodata_images = counts or (summary.moments.count,) * n_channels, None
         with _in_float64(scale):
             finalized = _finalize(summary, scale, kind)
             covariance = _covariance(co_moments_of(summary.moments, summary.cross), scale)

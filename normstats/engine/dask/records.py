@@ -42,7 +42,9 @@ from normstats.engine.dask.reduce import (
 from normstats.engine.source_run import run_source
 from normstats.errors import EmptyDatasetError, InvalidOptionError
 from normstats.maths.records import (
+    FLOAT_LIMIT,
     NON_FINITE,
+    TOO_LARGE_REASON,
     FloatRecords,
     IntegerRecords,
     Records,
@@ -207,6 +209,7 @@ def records(data: Any, *, options: ReadOptions | None = None,
                        **reported)
     if source is None:
         source = open_source(data, options=options)
+    named = _left_out_per_feature(source)
     if isinstance(source, ArraySource) and source.nodata is None and source.mask is None:
         if source.kind == "vectors":  # reduced as vectors: per feature, in raw units
             reported.update(scale=_vector_scale(options.scale), mode="NC")
@@ -225,9 +228,34 @@ def records(data: Any, *, options: ReadOptions | None = None,
     batch = concat_records(parts)
     order = np.argsort(np.array(batch.keys, dtype=object), kind="stable")
     batch = batch.take(order)
-    return replace(_wrap(batch, np.array(batch.keys, dtype=object), outcome.summary.skipped,
-                         source.mode, source.description),
+    return replace(_wrap(batch, np.array(batch.keys, dtype=object),
+                         named + tuple(outcome.summary.skipped), source.mode,
+                         source.description),
                    cached=outcome.cached, decoded=outcome.decoded, **reported)
+
+
+def _left_out_per_feature(source: Any) -> tuple[Skipped, ...]:
+    """Mask the NaN, infinite and too large values of float vectors, so that each is left
+    out of its feature alone, as `normstats.compute` leaves it out (a row holding one was
+    skipped whole, and the records' features then differed from compute's); the
+    infinite and too large ones are named as compute names them. Nothing for other data."""
+    if not isinstance(source, ArraySource) or source.kind != "vectors" or \
+            source.nodata is not None or source.mask is not None or \
+            np.dtype(source.array.dtype).kind != "f":
+        return ()
+    values = np.asarray(source.array)
+    infinite = np.isinf(values)
+    large = np.zeros(values.shape, bool)
+    if float(np.finfo(values.dtype).max) > FLOAT_LIMIT:  # float16/32 cannot be
+        large = np.isfinite(values) & (np.abs(values) > FLOAT_LIMIT)
+    left_out = np.isnan(values) | infinite | large
+    if not left_out.any():
+        return ()
+    source.mask = left_out
+    name = source.description
+    return tuple(Skipped(f"{name}[{row}, {column}]", "infinite value" if infinite[row, column]
+                         else TOO_LARGE_REASON)
+                 for column, row in np.argwhere((infinite | large).T).tolist())
 
 
 def _vector_scale(scale: float | None) -> float:

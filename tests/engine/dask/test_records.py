@@ -121,3 +121,28 @@ def test_records_of_an_array_keep_its_layout_and_vectors_their_raw_units(rng):
         # "30 images, mode NHWC", a per-image std of 0 and a Normalize line
         assert (reduced.kind, reduced.mode, reduced.per_image_std) == ("vectors", "NC", None)
         assert "30 vectors, 2 features" in str(reduced) and "Normalize" not in str(reduced)
+
+
+def test_records_of_vectors_leave_missing_values_out_per_feature_as_compute_does(rng):
+    """A NaN, an infinity or a value too large to square in a row of float vectors is
+    left out of its feature alone, and the infinite and too large ones are named as
+    compute names them: a row holding one used to be skipped whole, so the reduced
+    records gave other means and counts than compute."""
+    rows = rng.normal(0, 3, (40, 3))
+    rows[[1, 5, 9], 0] = np.nan
+    rows[7, 1], rows[12, 2], rows[20, 1] = np.inf, -np.inf, 1e300
+    narrow = np.where(np.abs(rows) > 1e30, np.inf, rows).astype(np.float32)  # no overflow
+    for data in (rows, narrow):
+        stats = normstats.compute(data)
+        kept = normstats.records(data)
+        reduced = normstats.reduce(kept)
+        assert len(kept.keys) == 40 and reduced.counts == stats.counts == (37, 38, 39)
+        assert [s.path for s in kept.skipped] == [s.path for s in stats.skipped]
+        assert [s.reason for s in kept.skipped] == [s.reason for s in stats.skipped]
+        # float rows merged one by one, compute's in blocks: the float contract
+        for name in ("mean", "std", "std_ddof1", "min", "max"):
+            assert getattr(reduced, name) == pytest.approx(getattr(stats, name), rel=1e-12)
+        assert (reduced.kind, reduced.images, reduced.nodata_images) == ("vectors", 40, None)
+    finite = rows[np.isfinite(rows[:, 0]), 0]  # feature 0 without its NaNs: exact mean
+    assert normstats.reduce(normstats.records(rows)).mean[0] == pytest.approx(
+        float(sum(Fraction(v) for v in finite.tolist()) / len(finite)), rel=1e-15)
