@@ -18,7 +18,9 @@ where they are not the table's images: a dataset with a transform (``with_transf
 gives what its transform makes, and one without an image column but with pixel arrays
 (``pixel_values``) gives arrays. A fixed-shape array column (``Array3D``) is read from the
 table whole, with the dtype its feature declares (`_array_column`). A ``DatasetDict`` is
-refused with its splits named, and an ``IterableDataset`` is an iterable like any other.
+refused with its splits named, and an ``IterableDataset`` is an iterable like any other,
+but for a column of pixel arrays, whose rows come typed as its feature declares
+(`StreamedPixels`).
 """
 
 from __future__ import annotations
@@ -63,6 +65,66 @@ def _datasets_class(data: Any) -> str | None:
     return None
 
 
+class StreamedPixels:
+    """The rows of a streamed Hugging Face dataset (``IterableDataset``) whose image
+    column holds pixel arrays, that column of each row as a numpy array of the type its
+    feature declares: datasets streams Python lists (int64 arrays under the numpy
+    format), which normstats refuses as pixels of no type, where a read ``Dataset``'s
+    table gives the declared type (`_array_column`). A value the type cannot hold is an
+    error naming the row, never wrapped.
+
+    Examples
+    --------
+    >>> rows = StreamedPixels([{"pixels": [[1, 2], [3, 4]]}], "pixels", np.dtype("uint8"))
+    >>> next(iter(rows))["pixels"].dtype
+    dtype('uint8')
+    """
+
+    def __init__(self, dataset: Any, column: str, dtype: np.dtype) -> None:
+        self.dataset, self.column, self.dtype = dataset, column, dtype
+
+    def __iter__(self) -> Any:
+        for index, row in enumerate(self.dataset):
+            values = np.asarray(row[self.column])
+            typed = values.astype(self.dtype)
+            if values.dtype != self.dtype and not np.array_equal(typed, values):
+                raise NormstatsError(f"row {index}: column {self.column!r} holds values its "
+                                     f"feature's type {self.dtype} cannot hold")
+            yield {**row, self.column: typed}
+
+
+def _streamed_pixels(dataset: Any, options: ReadOptions) -> Any:
+    """The source of a streamed dataset whose image column (``image_key`` or a usual
+    name) is an array feature of numbers (``Array3D``, nested ``List``); None otherwise."""
+    from normstats.sources.iterable import IterableSource
+
+    features = dataset.features.to_dict() if dataset.features is not None else {}
+    names = [options.image_key] if options.image_key is not None else \
+        [key for key in IMAGE_KEYS if key in features]
+    feature = features.get(names[0]) if names else None
+    kind = feature.get("_type") if isinstance(feature, dict) else None
+    if kind in ARRAY_FEATURES:
+        declared = feature.get("dtype")
+    elif kind in LIST_FEATURES:
+        while isinstance(feature, dict) and feature.get("_type") in LIST_FEATURES:
+            feature = feature.get("feature")
+        declared = feature.get("dtype") if isinstance(feature, dict) else None
+    else:
+        return None
+    try:
+        dtype = np.dtype(declared)
+    except TypeError:
+        return None
+    if dtype.kind not in "biuf":
+        return None
+    # arrays, never PIL images: no decode mode applies ("keep")
+    source = IterableSource(StreamedPixels(dataset, names[0], dtype), layout=options.layout,
+                            mode="keep", image_key=names[0], batched=False)
+    source.description = (f"Hugging Face IterableDataset column {names[0]!r} ({kind} of "
+                          f"{dtype}), streamed")
+    return source
+
+
 def hf_source(data: Any, options: ReadOptions) -> HFDatasetSource | ArraySource | None:
     """The source of a Hugging Face ``Dataset`` read through its Arrow table; None for
     anything else and for datasets whose items are to be read one by one (see the
@@ -80,6 +142,9 @@ def hf_source(data: Any, options: ReadOptions) -> HFDatasetSource | ArraySource 
         raise InvalidOptionError(f"a Hugging Face {kind} of the splits "
                                  f"{', '.join(map(str, splits)) or '(none)'}: pass the one "
                                  f"to compute, e.g. {example}")
+    streamed_as = getattr(getattr(data, "_formatting", None), "format_type", None)
+    if kind == "IterableDataset" and streamed_as in (None, "python", "numpy", "torch"):
+        return _streamed_pixels(data, options)  # pixel arrays typed; else None: its items
     if kind != "Dataset" or data.format.get("type") == "custom":
         return None  # an iterable, or a transform that makes the items: read them
     if (pixels := _array_column(data, options)) is not None:

@@ -111,8 +111,9 @@ def _refuse_integer_lists(pixels: np.ndarray) -> None:
         raise InvalidOptionError(
             "images given as Python lists of integers have no pixel type (numpy would read "
             "them as int64): convert them to numpy arrays of their type, "
-            "np.asarray(pixels, np.uint8) (a Hugging Face dataset: read it whole, not "
-            "streamed, and its table's type is used)")
+            "np.asarray(pixels, np.uint8) (a Hugging Face dataset: declare the column's "
+            "type, dataset.cast_column(name, datasets.Array3D(shape, 'uint8')), and it is "
+            "used, streamed or not)")
 
 
 def array_of_lists(data: list | tuple) -> np.ndarray | None:

@@ -325,3 +325,36 @@ def test_the_files_of_a_dataset_of_pixel_arrays_name_the_dataset_object_as_the_w
         normstats.compute(str(tmp_path / "mapped"))
     assert list(normstats.compute(datasets.load_from_disk(str(tmp_path / "mapped"))).mean) == \
         oracle.integer_mean_std(pictures, 255)[0]
+
+
+def test_a_streamed_column_of_pixel_arrays_is_read_in_its_declared_dtype():
+    """An IterableDataset streams an Array3D or nested List column of uint8 as Python
+    lists (int64 arrays under the numpy and torch formats), which were refused as pixels
+    of no type ("read it whole, not streamed"). Each row is read in the feature's dtype:
+    the oracle's numbers, in every format, images of several heights too; a value the
+    dtype cannot hold is an error naming the row, and a column of int64 stays refused."""
+    pictures = [p[:, :6] for p in PICTURES]  # heights 5, 6 and 7
+    expected = oracle.integer_mean_std(pictures, 255)
+    declared = {"Array3D": datasets.Array3D((None, 6, 3), "uint8"),
+                "List": datasets.List(datasets.List(datasets.List(Value("uint8"))))}
+    for kind, feature in declared.items():
+        table = Dataset.from_dict({"pixels": [p.tolist() for p in pictures],
+                                   "label": list(range(len(pictures)))},
+                                  features=Features({"pixels": feature, "label": Value("int64")}))
+        stream = table.to_iterable_dataset()
+        for form in (stream, stream.with_format("numpy"), stream.with_format("torch")):
+            stats = normstats.compute(form, image_key="pixels")
+            assert (list(stats.mean), list(stats.std)) == expected, kind
+            assert stats.dtype == "uint8" and stats.images == len(pictures)
+            assert stats.source == (f"Hugging Face IterableDataset column 'pixels' ({kind} of "
+                                    "uint8), streamed")
+    wide = Dataset.from_dict({"pixels": [p.astype(np.int64).tolist() for p in pictures]})
+    with pytest.raises(NormstatsError, match="int64 images are not supported exactly"):
+        normstats.compute(wide.to_iterable_dataset(), image_key="pixels")
+    from normstats.sources.hf_dataset import StreamedPixels
+
+    rows = StreamedPixels([{"pixels": [[1, 2]]}, {"pixels": [[300, 2]]}], "pixels",
+                          np.dtype("uint8"))
+    with pytest.raises(NormstatsError, match="row 1: column 'pixels' holds values its "
+                                             "feature's type uint8 cannot hold"):
+        list(rows)
