@@ -228,8 +228,10 @@ class DatasetStats:
     def variant(self, name: str) -> tuple[float, ...]:
         """The std variant ``name`` (see `VARIANTS`), with a clear error if unavailable."""
         if name not in VARIANTS:
+            meant = _variant_meant(name)
             raise InvalidOptionError(f"unknown std variant {name!r}; choose one of "
-                                     f"{', '.join(VARIANTS)}")
+                                     f"{', '.join(VARIANTS)}"
+                                     + (f": the report's {name!r} is {meant}" if meant else ""))
         values = getattr(self, name)
         if values is None:
             raise InvalidOptionError(f"variant {name!r} is not defined for this data "
@@ -445,6 +447,20 @@ def _check_extremes(values: tuple[float, ...]) -> None:
     an infinite minimum or maximum reported."""
     if any(map(math.isinf, values)):
         raise OverflowError("an extreme divided by the scale passes float64")
+
+
+def _variant_meant(name: str) -> str | None:
+    """The variant a name in the report's words means ("pooled std", "per-image std
+    ddof1", "pooled"), or None.
+
+    Examples
+    --------
+    >>> _variant_meant("pooled"), _variant_meant("per-image std ddof1"), _variant_meant("x")
+    ('std', 'per_image_std_ddof1', None)
+    """
+    key = "_".join(name.lower().replace("-", " ").replace("_", " ").split())
+    key = {"pooled": "std", "pooled_std": "std", "pooled_std_ddof1": "std_ddof1"}.get(key, key)
+    return key if key in VARIANTS else None
 
 
 def _finalize(summary: Summary, scale: float, kind: str) -> dict[str, Any]:

@@ -113,6 +113,11 @@ def test_a_variant_is_chosen_by_name_and_refused_when_unknown_or_undefined():
         stats.variant("nope")
     assert str(raised.value) == ("unknown std variant 'nope'; choose one of std, std_ddof1, "
                                  "per_image_std, per_image_std_ddof1, rms_per_image_std")
+    for words, meant in (("pooled", "std"), ("pooled std", "std"),
+                         ("per-image std ddof1", "per_image_std_ddof1")):  # the report's
+        with pytest.raises(InvalidOptionError) as raised:
+            stats.variant(words)
+        assert str(raised.value).endswith(f"rms_per_image_std: the report's {words!r} is {meant}")
     vectors = DatasetStats.from_vectors(summarize_vectors(np.zeros((3, 1))))
     with pytest.raises(InvalidOptionError) as raised:
         vectors.variant("per_image_std")
