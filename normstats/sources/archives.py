@@ -18,8 +18,9 @@ __all__ = ["is_gzip", "unread_archive", "GZIP_MAGIC"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 
-#: (first bytes, what the file is, the tool that decompresses one file, that tool's
-#: name for an archive it unpacks into a folder or None)
+#: (its first bytes, what the file is, the command that decompresses it when it is one
+#: compressed file, else None, the command that unpacks it into a folder when it is an
+#: archive, else None)
 _FORMATS = (
     ((b"PK\x03\x04", b"PK\x05\x06"), "a zip archive", None, "unzip {name} -d {stem}"),
     ((b"\xfd7zXZ\x00",), "an xz-compressed", "xz -dk {name}", None),

@@ -140,8 +140,8 @@ def detect_format(path: str) -> str:
         raise NormstatsError(archive, path=path)
     if (listed := _listed_image(head)) is not None:
         name, labelled = listed
-        files = f"[line.split()[0] for line in open({os.path.basename(path)!r})]" if labelled \
-            else f"open({os.path.basename(path)!r}).read().splitlines()"
+        files = f"[line.split()[0] for line in open({path!r})]" if labelled \
+            else f"open({path!r}).read().splitlines()"
         raise NormstatsError(
             f"a text file listing image files ({name}, ...), which normstats does not read "
             f"as a dataset: pass the files themselves, e.g. from Python normstats.compute("

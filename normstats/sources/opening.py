@@ -18,6 +18,7 @@ from normstats.errors import (
     InvalidOptionError,
     NormstatsError,
     RefusedInputError,
+    numbered,
 )
 from normstats.maths.records import Skipped
 from normstats.sources.archives import unread_archive
@@ -263,9 +264,8 @@ def _no_image_files(path: str, others: int) -> str:
         if looked >= _ARCHIVE_LOOKS:
             break
     shown = ", ".join(e for e in (".jpg", ".png", ".tif", ".webp", ".bmp") if e in IMAGE_EXTENSIONS)
-    return (f"no image files in it ({others:,} other file{'s' * (others != 1)}, e.g. "
-            f"{example}): normstats reads image files ({shown}, ...), tar shards and "
-            "Parquet files")
+    return (f"no image files in it ({numbered(others, 'other file')}, e.g. {example}): "
+            f"normstats reads image files ({shown}, ...), tar shards and Parquet files")
 
 
 #: The file formats whose samples hold several fields, one of them the image: a Parquet or
