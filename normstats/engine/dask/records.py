@@ -41,6 +41,7 @@ from normstats.engine.dask.reduce import (
 )
 from normstats.engine.source_run import run_source
 from normstats.errors import EmptyDatasetError, InvalidOptionError
+from normstats.maths.image_moments import MAX_INTEGER_BITS
 from normstats.maths.records import (
     FLOAT_LIMIT,
     NON_FINITE,
@@ -211,6 +212,7 @@ def records(data: Any, *, options: ReadOptions | None = None,
         source = open_source(data, options=options)
     named = _left_out_per_feature(source)
     if isinstance(source, ArraySource) and source.nodata is None and source.mask is None:
+        _refuse_wide_integer_vectors(source)
         if source.kind == "vectors":  # reduced as vectors: per feature, in raw units
             reported.update(scale=_vector_scale(options.scale), mode="NC")
         # images() gives (N, H, W, C) whatever the source's layout (vectors 1×1 images of d
@@ -232,6 +234,19 @@ def records(data: Any, *, options: ReadOptions | None = None,
                          named + tuple(outcome.summary.skipped), source.mode,
                          source.description),
                    cached=outcome.cached, decoded=outcome.decoded, **reported)
+
+
+def _refuse_wide_integer_vectors(source: ArraySource) -> None:
+    """Refuse the records of integer vectors wider than 16 bits, saying that `compute`
+    reads them exactly: a row's record holds x² in the integer records' int64, which
+    such values can pass."""
+    dtype = np.dtype(source.array.dtype)
+    if source.kind == "vectors" and dtype.kind in "iu" and dtype.itemsize * 8 > MAX_INTEGER_BITS:
+        raise InvalidOptionError(
+            f"records of {dtype} vectors are not kept (a row's record holds x² in int64, "
+            "exact for integers of at most 16 bits): normstats.compute(x) gives their "
+            "per-feature statistics exactly; for records, convert them, "
+            "x.astype(np.float64) (the float contract)")
 
 
 def _left_out_per_feature(source: Any) -> tuple[Skipped, ...]:

@@ -146,3 +146,20 @@ def test_records_of_vectors_leave_missing_values_out_per_feature_as_compute_does
     finite = rows[np.isfinite(rows[:, 0]), 0]  # feature 0 without its NaNs: exact mean
     assert normstats.reduce(normstats.records(rows)).mean[0] == pytest.approx(
         float(sum(Fraction(v) for v in finite.tolist()) / len(finite)), rel=1e-15)
+
+
+def test_records_of_wide_integer_vectors_say_compute_reads_them_exactly(rng):
+    """int64 vectors were refused as "int64 arrays have no exact statistics here", which
+    compute contradicts: it reads them exactly. The refusal now says so, and its advice
+    gives records whose reduce is compute's."""
+    rows = rng.integers(-2**40, 2**40, (20, 3))
+    with pytest.raises(normstats.InvalidOptionError, match=r"records of int64 vectors are not "
+                       r"kept .*: normstats.compute\(x\) gives their per-feature statistics "
+                       r"exactly; for records, convert them, x.astype\(np.float64\)"):
+        normstats.records(rows)
+    exact = normstats.compute(rows)
+    assert list(exact.mean) == [float(Fraction(int(t), 20)) for t in
+                                [sum(int(v) for v in rows[:, j]) for j in range(3)]]
+    reduced = normstats.reduce(normstats.records(rows.astype(np.float64)))
+    assert reduced.mean == pytest.approx(exact.mean, rel=1e-12)
+    assert reduced.counts == exact.counts == (20, 20, 20)
