@@ -228,6 +228,8 @@ def _open_path(path: str, options: ReadOptions) -> Source:
 
 #: Files `_no_image_files` looks into for an archive: enough for a download's folder.
 _ARCHIVE_LOOKS = 100
+#: Files that are datasets of their own, which a folder of them is not (a glob is).
+_ARRAY_FILES = (".npy", ".npz", ".arrow")
 
 
 def _no_image_files(path: str, others: int) -> str:
@@ -264,8 +266,13 @@ def _no_image_files(path: str, others: int) -> str:
         if looked >= _ARCHIVE_LOOKS:
             break
     shown = ", ".join(e for e in (".jpg", ".png", ".tif", ".webp", ".bmp") if e in IMAGE_EXTENSIONS)
-    return (f"no image files in it ({numbered(others, 'other file')}, e.g. {example}): "
+    said = (f"no image files in it ({numbered(others, 'other file')}, e.g. {example}): "
             f"normstats reads image files ({shown}, ...), tar shards and Parquet files")
+    extension = os.path.splitext(example or "")[1].lower()
+    if extension in _ARRAY_FILES and os.path.dirname(example or "") == path.rstrip(os.sep):
+        said += (f"; its {extension} files are datasets of their own: pass them, e.g. "
+                 f"'{os.path.join(path, '*' + extension)}' (one dataset, their union)")
+    return said
 
 
 #: The file formats whose samples hold several fields, one of them the image: a Parquet or

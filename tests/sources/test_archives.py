@@ -133,3 +133,18 @@ def test_a_folder_without_image_files_says_what_it_holds(tmp_path):
     with pytest.raises(EmptyDatasetError, match=r"no image files in it \(2 other files, e\.g\. "
                        r".*notes/README\): normstats reads image files \(\.jpg, \.png"):
         normstats.compute(tmp_path / "notes", cache=False)
+
+
+def test_a_folder_of_array_files_gives_the_glob_that_reads_them(tmp_path, rng):
+    """A folder of .npy files is no dataset normstats reads (each file is one): the
+    refusal gives the glob that reads them as one, which gives their union's numbers."""
+    parts = [rng.integers(0, 256, (3, 4, 5, 3), dtype=np.uint8) for _ in range(2)]
+    for i, part in enumerate(parts):
+        np.save(tmp_path / f"{i}.npy", part)
+    with pytest.raises(EmptyDatasetError) as caught:
+        normstats.compute(tmp_path, cache=False)
+    glob = f"{tmp_path}/*.npy"
+    assert str(caught.value).endswith(f"; its .npy files are datasets of their own: pass "
+                                      f"them, e.g. '{glob}' (one dataset, their union)")
+    union = normstats.compute(glob, cache=False)
+    assert_matches_oracle(union, list(np.concatenate(parts)), 255)
