@@ -91,7 +91,7 @@ def bench_array(quick: bool) -> dict:
                   "numpy peer (blocked float64 matmul, 2 threads)",
                   values["speedup_numpy"], ">=", 10, "{:.1f}×"),
              goal("same, ≥ 60% of the memory read speed measured in this run",
-                  values["share_of_memory"], ">=", 0.6, "{:.0%}",
+                  values["share_of_memory"], ">=", 0.6, "{:.1%}",
                   bound=("its compiled pass alone on batches held in cache (2 threads)",
                          values["cached_kernel_share_of_memory"]))]
     if TORCH in medians:

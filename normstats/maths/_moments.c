@@ -3,7 +3,9 @@
  *
  * moments(): per-image, per-channel sum of x, sum of x squared, min and max of 8-bit
  * images, each byte read once. Integer arithmetic throughout, so results are exact and
- * identical to numpy's passes (normstats.maths.image_moments).
+ * identical to numpy's passes (normstats.maths.image_moments). Given totals to fill, it
+ * also bins each image's spreads as spread_sums() does, right after the image's sums
+ * (spread_run): half what a second pass over the records costs.
  *
  * The vector kernels (x86-64 with AVX-512BW, with or without VNNI, or with AVX2; the first
  * one the CPU supports is picked at import):
@@ -1247,9 +1249,43 @@ static int check_apart(Py_buffer *const *buffers, const char *const *names, int 
 /* `count` rows of `row_bytes` through the chosen variant (or the portable loop, rows
  * under min_row_bytes unless `every_row`), without the GIL: no Python object is
  * touched. False when memory ran out. */
+/* Fixed-point totals: a sum of nonnegative float64 values times 2^FIXED_BITS, an exact
+ * integer (every finite float64 is a multiple of 2^-1074; the scale is
+ * normstats.maths.exact.FIXED_BITS), in FIXED_LIMBS limbs of 32 bits, each held in a
+ * uint64: limb l weighs 2^(32 l), and Python adds the limbs up. A bin adds less than 2^32
+ * into each of three limbs, so nothing carries: a limb would overflow after 2^32 adds, and
+ * it takes at most 96 a fold (the bins of the exponents whose three limbs include it),
+ * one fold every 2048 cells or more (SPREAD_FOLD blocks of SPREAD_CELLS cells in
+ * spread_cells, SPREAD_RUN_FOLD images in spread_run): at least 2^36 cells before it
+ * could, more than one call takes (SPREAD_MAX_CELLS). */
+#define FIXED_BITS 1130
+#define FIXED_LIMBS 72
+#define SPREAD_MAX_CELLS ((int64_t)1 << 36)
+
+/* The spreads of the images a moments() call reads, binned image by image as spread_cells
+ * bins them (the functions are defined with it, below): the bins, the caller's totals
+ * they fold into, and the halves of the images' sums and squares since the last fold. */
+typedef struct {
+    Py_ssize_t channels;
+    uint64_t *bins, *spreads, *totals;
+    int64_t highs[2 * CHANNELS_MAX];
+    uint64_t lows[2 * CHANNELS_MAX];
+    Py_ssize_t images; /* since the last fold */
+    int complete;      /* 0: an image numpy's way must take; nothing more is binned */
+} spread_run_t;
+static int spread_run_start(spread_run_t *run, Py_ssize_t channels, Py_ssize_t cells,
+                            uint64_t *spreads, uint64_t *totals);
+static void spread_image(spread_run_t *run, int64_t n, const int64_t *sums,
+                         const int64_t *squares);
+static int spread_run_finish(spread_run_t *run);
+
+/* The moments of `count` images; with `run`, their spreads too, each image's right after
+ * its moments, while they are in L1 and the next image's bytes are still on their way. */
 static int run_moments(const variant_t *variant, int every_row, const uint8_t *base,
                        Py_ssize_t count, Py_ssize_t row_bytes, Py_ssize_t channels,
-                       int64_t *sum_out, int64_t *sq_out, uint8_t *lo_out, uint8_t *hi_out) {
+                       int64_t *sum_out, int64_t *sq_out, uint8_t *lo_out, uint8_t *hi_out,
+                       spread_run_t *run) {
+    const int64_t pixels = channels > 0 ? (int64_t)(row_bytes / channels) : 0;
 #if X86_KERNELS
     if (variant->image != NULL &&
         (every_row || row_bytes >= layouts[channels]->min_row_bytes)) {
@@ -1267,9 +1303,12 @@ static int run_moments(const variant_t *variant, int every_row, const uint8_t *b
                          memory + 2 * 4 * layout->period + layout->period,
                          base + count * row_bytes};
         memset(memory, 0, (size_t)(2 * 4 * layout->period)); /* the sums and squares */
-        for (Py_ssize_t n = 0; n < count; n++)
+        for (Py_ssize_t n = 0; n < count; n++) {
             variant->image(&lanes, base + n * row_bytes, row_bytes, sum_out + n * channels,
                            sq_out + n * channels, lo_out + n * channels, hi_out + n * channels);
+            if (run != NULL && run->complete)
+                spread_image(run, pixels, sum_out + n * channels, sq_out + n * channels);
+        }
         if (memory != stack)
             PyMem_RawFree(memory);
         return 1;
@@ -1278,18 +1317,22 @@ static int run_moments(const variant_t *variant, int every_row, const uint8_t *b
     (void)variant;
     (void)every_row;
 #endif
-    for (Py_ssize_t n = 0; n < count; n++)
+    for (Py_ssize_t n = 0; n < count; n++) {
         portable_image(base + n * row_bytes, row_bytes, channels, sum_out + n * channels,
                        sq_out + n * channels, lo_out + n * channels, hi_out + n * channels);
+        if (run != NULL && run->complete)
+            spread_image(run, pixels, sum_out + n * channels, sq_out + n * channels);
+    }
     return 1;
 }
 
 static PyObject *moments(PyObject *self, PyObject *args) {
-    Py_buffer images, sums, squares, lows, highs;
+    Py_buffer images, sums, squares, lows, highs, spreads = {0}, totals = {0};
     Py_ssize_t count, channels;
-    if (!PyArg_ParseTuple(args, "y*nnw*w*w*w*", &images, &count, &channels, &sums, &squares,
-                          &lows, &highs))
+    if (!PyArg_ParseTuple(args, "y*nnw*w*w*w*|w*w*", &images, &count, &channels, &sums,
+                          &squares, &lows, &highs, &spreads, &totals))
         return NULL;
+    const int with_spreads = spreads.obj != NULL;
     PyObject *result = NULL;
     if (count < 0 || channels < 1 || channels > CHANNELS_MAX) {
         PyErr_SetString(PyExc_ValueError, "count must be >= 0 and channels in 1..128");
@@ -1311,11 +1354,20 @@ static PyObject *moments(PyObject *self, PyObject *args) {
                      channels);
         goto done;
     }
-    Py_buffer *const buffers[] = {&images, &sums, &squares, &lows, &highs};
-    static const char *const names[] = {"images", "sums", "squares", "lows", "highs"};
+    Py_buffer *const buffers[] = {&images, &sums, &squares, &lows, &highs, &spreads, &totals};
+    static const char *const names[] = {"images", "sums", "squares", "lows", "highs",
+                                        "spreads", "totals"};
+    if (with_spreads != (totals.obj != NULL)) {
+        PyErr_SetString(PyExc_TypeError, "spreads and totals go together");
+        goto done;
+    }
     if (!check_size(&sums, cell_bytes, 8, "sums") ||
         !check_size(&squares, cell_bytes, 8, "squares") || !check_size(&lows, cells, 1, "lows") ||
-        !check_size(&highs, cells, 1, "highs") || !check_apart(buffers, names, 5))
+        !check_size(&highs, cells, 1, "highs") ||
+        (with_spreads &&
+         (!check_size(&spreads, size_product(channels, 3 * FIXED_LIMBS * 8), 8, "spreads") ||
+          !check_size(&totals, size_product(channels, 2 * 16), 8, "totals"))) ||
+        !check_apart(buffers, names, with_spreads ? 7 : 5))
         goto done;
     {
         const variant_t *variant = chosen;
@@ -1325,24 +1377,31 @@ static PyObject *moments(PyObject *self, PyObject *args) {
             (layouts[channels] = layout_new(channels)) == NULL)
             goto done;
 #endif
-        int ok;
+        int ok, complete = 0;
+        spread_run_t run;
         Py_BEGIN_ALLOW_THREADS
-        ok = run_moments(variant, every_row, images.buf, count, row_bytes, channels, sums.buf,
-                         squares.buf, lows.buf, highs.buf);
+        ok = !with_spreads || spread_run_start(&run, channels, cells, spreads.buf, totals.buf);
+        if (ok)
+            ok = run_moments(variant, every_row, images.buf, count, row_bytes, channels,
+                             sums.buf, squares.buf, lows.buf, highs.buf,
+                             with_spreads ? &run : NULL);
+        if (with_spreads && ok)
+            complete = spread_run_finish(&run);
         Py_END_ALLOW_THREADS
         if (!ok) {
             PyErr_NoMemory();
             goto done;
         }
+        result = with_spreads ? PyBool_FromLong(complete) : Py_NewRef(Py_None);
     }
-    result = Py_None;
-    Py_INCREF(result);
 done:
     PyBuffer_Release(&images);
     PyBuffer_Release(&sums);
     PyBuffer_Release(&squares);
     PyBuffer_Release(&lows);
     PyBuffer_Release(&highs);
+    PyBuffer_Release(&spreads);
+    PyBuffer_Release(&totals);
     return result;
 }
 
@@ -1539,18 +1598,6 @@ static void spread_values(const double *restrict numerators, const double *restr
     }
 }
 
-/* Fixed-point totals: a sum of nonnegative float64 values times 2^FIXED_BITS, an exact
- * integer (every finite float64 is a multiple of 2^-1074; the scale is
- * normstats.maths.exact.FIXED_BITS), in FIXED_LIMBS limbs of 32 bits, each held in a
- * uint64: limb l weighs 2^(32 l), and Python adds the limbs up. A bin adds less than 2^32
- * into each of three limbs, so nothing carries: a limb would overflow after 2^32 adds, and
- * it takes at most 96 a fold (the bins of the exponents whose three limbs include it),
- * one fold every SPREAD_FOLD blocks of SPREAD_CELLS cells: at least 2^36 cells before it
- * could, more than one call takes (SPREAD_MAX_CELLS). */
-#define FIXED_BITS 1130
-#define FIXED_LIMBS 72
-#define SPREAD_MAX_CELLS ((int64_t)1 << 36)
-
 /* Add a 128-bit number (lo, hi) onto the int128 `total` (low and high words), modulo
  * 2^128: two's complement. */
 static inline void add128(uint64_t *total, uint64_t lo, uint64_t hi) {
@@ -1603,6 +1650,37 @@ static void add_halves(uint64_t *total, int64_t highs, uint64_t lows) {
     add128(total, (uint64_t)highs << 32, (uint64_t)(highs >> 32)); /* highs * 2^32 */
 }
 
+/* n·n and n·(n − 1), the denominators of an image of n values; 0 where they pass int64
+ * or the image has no value (numpy's way then). */
+static inline int spread_denominators(int64_t n, int64_t *whole, int64_t *sample) {
+    return n >= 1 && !__builtin_mul_overflow(n, n, whole) &&
+           !__builtin_mul_overflow(n, n - 1, sample);
+}
+
+/* The exact numerator n·Σx² − (Σx)² of a channel's variance; 0 where it passes int64 or is
+ * negative (sums that are no variance: numpy's way errs on them). */
+static inline int spread_numerator(int64_t n, int64_t sum, int64_t square, int64_t *numerator) {
+    int64_t a, b;
+    return !__builtin_mul_overflow(n, square, &a) && !__builtin_mul_overflow(sum, sum, &b) &&
+           !__builtin_sub_overflow(a, b, numerator) && *numerator >= 0;
+}
+
+/* Add a spread `value` (>= 0) of kind k (0 std, 1 sample std, 2 variance) and channel c
+ * into its exponent's bin; 0 for an exponent outside the bins (impossible: numpy's way). */
+static inline int bin_spread(uint64_t *bins, int k, Py_ssize_t c, Py_ssize_t channels,
+                             double value) {
+    int64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    if (bits == 0)
+        return 1; /* a zero adds nothing */
+    const int64_t bin = (bits >> 52) - SPREAD_LOWEST;
+    if (bin < 0 || bin >= SPREAD_EXPONENTS)
+        return 0;
+    bins[(k * SPREAD_EXPONENTS + bin) * channels + c] +=
+        ((uint64_t)bits & 0xFFFFFFFFFFFFFULL) | ((uint64_t)1 << 52);
+    return 1;
+}
+
 /* The spreads of `count` images of integer records, each channel's: the population
  * variance (n·Σx² − (Σx)²) / (n·n), its square root, and where n >= 2 the square root of
  * the sample variance (n·Σx² − (Σx)²) / (n·(n − 1)), summed exactly into fixed-point
@@ -1643,19 +1721,16 @@ static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8
         for (; i < count && cells + channels <= SPREAD_CELLS; i++) {
             int64_t n, whole, sample; /* read byte-wise: numpy views may be unaligned */
             memcpy(&n, pixels + 8 * i, sizeof n);
-            if (n < 1 || __builtin_mul_overflow(n, n, &whole) ||
-                __builtin_mul_overflow(n, n - 1, &sample)) {
+            if (!spread_denominators(n, &whole, &sample)) {
                 complete = 0;
                 break;
             }
             const double whole_value = (double)whole, sample_value = (double)sample;
             for (Py_ssize_t c = 0; c < channels; c++, cells++) {
-                int64_t sum, square, a, b, numerator;
+                int64_t sum, square, numerator;
                 memcpy(&sum, sums + 8 * (i * channels + c), sizeof sum);
                 memcpy(&square, squares + 8 * (i * channels + c), sizeof square);
-                if (__builtin_mul_overflow(n, square, &a) ||
-                    __builtin_mul_overflow(sum, sum, &b) ||
-                    __builtin_sub_overflow(a, b, &numerator) || numerator < 0) {
+                if (!spread_numerator(n, sum, square, &numerator)) {
                     complete = 0;
                     break;
                 }
@@ -1681,17 +1756,10 @@ static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8
             for (int k = 0; k < 3; k++) {
                 if (k == 1 && image[j] < 2)
                     continue; /* one value: no sample std */
-                int64_t bits;
-                memcpy(&bits, &values[k][j], sizeof bits);
-                if (bits == 0)
-                    continue; /* a zero adds nothing */
-                const int64_t bin = (bits >> 52) - SPREAD_LOWEST;
-                if (bin < 0 || bin >= SPREAD_EXPONENTS) {
+                if (!bin_spread(bins, k, channel[j], channels, values[k][j])) {
                     complete = 0;
                     break;
                 }
-                bins[(k * SPREAD_EXPONENTS + bin) * channels + channel[j]] +=
-                    ((uint64_t)bits & 0xFFFFFFFFFFFFFULL) | ((uint64_t)1 << 52);
             }
         if (block % SPREAD_FOLD == 0)
             fold_bins(bins, channels, spreads);
@@ -1703,6 +1771,79 @@ static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8
     }
     PyMem_RawFree(bins);
     return complete;
+}
+
+/* Images between two folds of a spread_run's bins: an image adds at most one significand
+ * (below 2^53) to a bin, so a bin holds below 2^64. */
+#define SPREAD_RUN_FOLD 2048
+
+/* Start binning the spreads of a call of `cells` cells onto `spreads` and `totals` (as
+ * spread_cells takes them); 0 when memory runs out. Past SPREAD_MAX_CELLS cells nothing
+ * is binned (incomplete from the start). */
+static int spread_run_start(spread_run_t *run, Py_ssize_t channels, Py_ssize_t cells,
+                            uint64_t *spreads, uint64_t *totals) {
+    run->channels = channels;
+    run->spreads = spreads;
+    run->totals = totals;
+    run->images = 0;
+    memset(run->highs, 0, sizeof run->highs);
+    memset(run->lows, 0, sizeof run->lows);
+    run->bins = PyMem_RawCalloc((size_t)(3 * SPREAD_EXPONENTS * channels), sizeof(uint64_t));
+    run->complete = cells >= 0 && (int64_t)cells < SPREAD_MAX_CELLS;
+    return run->bins != NULL;
+}
+
+/* Fold the bins into the fixed-point totals, and the halves into the int128 totals. */
+static void spread_run_fold(spread_run_t *run) {
+    fold_bins(run->bins, run->channels, run->spreads);
+    for (Py_ssize_t t = 0; t < 2 * run->channels; t++) {
+        add_halves(run->totals + 2 * t, run->highs[t], run->lows[t]);
+        run->highs[t] = 0;
+        run->lows[t] = 0;
+    }
+    run->images = 0;
+}
+
+/* Bin the spreads of one image of n values from its sums and squares (channels each),
+ * as spread_cells does; an image it cannot take ends the run incomplete. The divisions
+ * and roots are the scalar forms of spread_values' vector ones: the same bits. */
+static void spread_image(spread_run_t *run, int64_t n, const int64_t *sums,
+                         const int64_t *squares) {
+    const Py_ssize_t channels = run->channels;
+    int64_t whole, sample;
+    if (!spread_denominators(n, &whole, &sample)) {
+        run->complete = 0;
+        return;
+    }
+    const double whole_value = (double)whole, sample_value = (double)sample;
+    for (Py_ssize_t c = 0; c < channels; c++) {
+        int64_t numerator;
+        if (!spread_numerator(n, sums[c], squares[c], &numerator)) {
+            run->complete = 0;
+            return;
+        }
+        run->highs[c] += sums[c] >> 32; /* arithmetic shift: floor */
+        run->lows[c] += (uint64_t)sums[c] & 0xFFFFFFFFu;
+        run->highs[channels + c] += squares[c] >> 32;
+        run->lows[channels + c] += (uint64_t)squares[c] & 0xFFFFFFFFu;
+        const double value = (double)numerator, variance = value / whole_value;
+        if (!bin_spread(run->bins, 2, c, channels, variance) ||
+            !bin_spread(run->bins, 0, c, channels, sqrt(variance)) ||
+            (n >= 2 && !bin_spread(run->bins, 1, c, channels, sqrt(value / sample_value)))) {
+            run->complete = 0;
+            return;
+        }
+    }
+    if (++run->images == SPREAD_RUN_FOLD)
+        spread_run_fold(run);
+}
+
+/* End the run: the last fold, the bins freed; whether every image was binned. */
+static int spread_run_finish(spread_run_t *run) {
+    if (run->complete)
+        spread_run_fold(run);
+    PyMem_RawFree(run->bins);
+    return run->complete;
 }
 
 /* spread_sums(sums, squares, pixels, channels, spreads, totals) -> bool: spread_cells on
@@ -1757,10 +1898,12 @@ done:
 
 static PyMethodDef methods[] = {
     {"moments", moments, METH_VARARGS,
-     "moments(images, count, channels, sums, squares, lows, highs)\n\n"
+     "moments(images, count, channels, sums, squares, lows, highs[, spreads, totals])\n\n"
      "Accumulate the per-channel sum, sum of squares, min and max of `count` uint8 images\n"
      "(one contiguous buffer, channels interleaved) into int64 sums and squares and uint8\n"
-     "lows and highs, each (count, channels)."},
+     "lows and highs, each (count, channels). With spreads and totals (as spread_sums\n"
+     "takes them), also add each image's spreads from its sums as they stand, and return\n"
+     "spread_sums' bool."},
     {"running_sums", running_sums, METH_VARARGS,
      "running_sums(images, count, run, squares)\n\n"
      "Add `count` uint8 images (one contiguous buffer) position by position onto the uint16\n"

@@ -82,7 +82,13 @@ class _RecordsBase:
         """The records of the selected rows (boolean mask or indices), in that order."""
         keys = tuple(np.asarray(self.keys, dtype=object)[rows]) if self.keys else ()
         arrays = {name: getattr(self, name)[rows] for name in self.array_fields()}
-        return replace(self, keys=keys, **arrays)
+        return self.replaced(keys=keys, **arrays)
+
+    def replaced(self, **changes: object) -> _RecordsBase:
+        """These records with fields replaced (other rows, channels or values), without
+        what was computed from the values they held (`IntegerRecords.spreads`): the way
+        to make records from records."""
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,9 +107,16 @@ class IntegerRecords(_RecordsBase):
     sums_sq: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
     #: (N, C·(C−1)/2) int64 Σx_c·x_d per pair c < d, when the covariance was asked.
     cross_sums: np.ndarray | None = None
+    #: The spread totals of these rows, binned by the compiled pass as it read them
+    #: (`normstats.maths.fused.KernelSpreads`); None: `summarize` computes them from the
+    #: sums. Records made from these drop them (`replaced`).
+    spreads: fused.KernelSpreads | None = None
 
     def moments(self) -> Moments:
         return IntegerMoments.from_records(self.pixels, self.sums, self.sums_sq, self.valid)
+
+    def replaced(self, **changes: object) -> IntegerRecords:
+        return replace(self, spreads=None, **changes)
 
     def image_variance(self, ddof: int) -> np.ndarray:
         """Per-image variance (N, C), ``(n·Σx² − (Σx)²) / (n·(n − ddof))``.
@@ -235,11 +248,12 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
     pixels = np.full(n, h * w, dtype=np.int64)
     cross = wants_cross_sums() if cross is None else cross
     if stack.dtype == np.uint8 and fused.available():
-        sums, sums_sq, low, high = fused.uint8_moments(stack)
+        sums, sums_sq, low, high, spreads = fused.uint8_moments(stack)
         return IntegerRecords(dtype="uint8", channel_names=_names(stack, channel_names),
                               keys=tuple(keys), pixels=pixels, minimum=low, maximum=high,
                               sums=sums, sums_sq=sums_sq,
-                              cross_sums=integer_cross_sums(stack) if cross else None)
+                              cross_sums=integer_cross_sums(stack) if cross else None,
+                              spreads=spreads)
     low, high = extrema(stack)
     common = dict(dtype=str(stack.dtype), channel_names=_names(stack, channel_names),
                   keys=tuple(keys), pixels=pixels,
@@ -325,7 +339,7 @@ def concat_records(parts: list[Records]) -> Records:
     arrays = {name: np.concatenate([getattr(p, name) for p in parts])
               for name in first.array_fields()}
     keys = tuple(k for p in parts for k in p.keys)
-    return replace(first, keys=keys, **arrays)
+    return first.replaced(keys=keys, **arrays)
 
 
 def _check_keys(parts: list[Records]) -> None:

@@ -176,8 +176,12 @@ def _spread_sums(records: Records) -> tuple[tuple[list[int], list[int], list[int
     records take one compiled pass for both (`normstats.maths.fused.integer_spreads`: on
     small images the summary is a sizeable share of a task, a fifth of the reading of
     32x32 ones), others numpy's: the same values, so the same sums."""
-    compiled = fused.integer_spreads(records.pixels, records.sums, records.sums_sq) \
-        if isinstance(records, IntegerRecords) else None
+    compiled = None
+    if isinstance(records, IntegerRecords):
+        if records.spreads is not None:  # binned as the kernel read these records' images
+            compiled = records.spreads.sums_for(records.pixels, records.sums)
+        if compiled is None:
+            compiled = fused.integer_spreads(records.pixels, records.sums, records.sums_sq)
     if compiled is None:
         var0 = records.image_variance(0)
         sample = records.image_variance(1)[records.pixels >= 2]

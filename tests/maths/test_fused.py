@@ -53,7 +53,7 @@ def test_the_compiled_kernel_is_built_with_the_install():
                                    (5, 3, 3, 1)])
 def test_compiled_kernel_equals_the_numpy_kernels(shape, rng, variant):
     stack = rng.integers(0, 256, size=shape, dtype=np.uint8)
-    sums, squares, low, high = fused.uint8_moments(stack)
+    sums, squares, low, high, _ = fused.uint8_moments(stack)
     expected_sums, expected_squares = integer_sums(stack)
     expected_low, expected_high = extrema(stack)
     assert sums.tolist() == expected_sums.tolist()
@@ -67,7 +67,7 @@ def test_accumulators_never_overflow_at_the_maximum(channels, variant):
     # the portable loop's uint32 lanes hold 65,536 blocks of 96 bytes (65,536 · 255² <
     # 2**32) and must be flushed before the 65,537th; this image has 70,000 · C blocks.
     stack = np.full((1, 7000, 960, channels), 255, dtype=np.uint8)
-    sums, squares, low, high = fused.uint8_moments(stack)
+    sums, squares, low, high, _ = fused.uint8_moments(stack)
     assert squares.tolist() == [[255**2 * 7000 * 960] * channels]
     assert sums.tolist() == [[255 * 7000 * 960] * channels]
     assert low.tolist() == high.tolist() == [[255.0] * channels]
@@ -108,7 +108,7 @@ def test_numpy_fallback_kernel_keeps_the_kernels_contract(shape, rng):
 def test_unusual_channel_counts_keep_every_lane_on_its_channel(channels, rng, variant):
     """96 is not a multiple of 5 or 7: the lane count is then the largest multiple of C."""
     stack = rng.integers(0, 256, size=(2, 13, 11, channels), dtype=np.uint8)
-    sums, squares, low, high = fused.uint8_moments(stack)
+    sums, squares, low, high, _ = fused.uint8_moments(stack)
     expected_sums, expected_squares = integer_sums(stack)
     assert sums.tolist() == expected_sums.tolist()
     assert squares.tolist() == expected_squares.tolist()
@@ -172,7 +172,8 @@ def test_a_missing_kernel_is_said_by_the_users_process_and_numpy_gives_the_same_
     finally:
         monkeypatch.undo()
         fused._extension.cache_clear()
-    assert [a.tolist() for a in got] == [a.tolist() for a in expected]
+    assert got[4] is None  # numpy's kernel bins no spreads: the summary computes them
+    assert [a.tolist() for a in got[:4]] == [a.tolist() for a in expected[:4]]
     assert fused.available()
 
 
@@ -377,6 +378,57 @@ def test_integer_spreads_leave_to_numpy_what_int64_cannot_hold(pixels, sums, squ
     """None: numpy's way then computes them (with Python ints) or names the error."""
     assert fused.integer_spreads(np.array([7, pixels]), np.array([[0], [sums]]),
                                  np.array([[0], [squares]])) is None
+
+
+# 2,049 images pass a fold of the bins (every 2,048); one-pixel images have no sample std,
+# two-pixel ones the smallest denominator; 128 channels is the most one call takes;
+# 1100x1000 images take the general kernel path.
+@pytest.mark.parametrize("shape", [(2049, 4, 4, 3), (7, 1, 1, 1), (3, 2, 3, 128),
+                                   (2, 1100, 1000, 3), (40, 5, 3, 2), (3, 1, 2, 4)])
+def test_spreads_binned_by_the_kernel_are_the_summary_pass(shape, rng, variant):
+    """`KernelSpreads`, binned image by image as the kernel reads, are `integer_spreads` of
+    its records and the oracle's `fixed_sum` of numpy's values, bit for bit, with every
+    kernel variant."""
+    from normstats.maths.exact import fixed_sum
+
+    stack = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    stack[0] = 7  # a constant image: variance 0
+    sums, squares, _, _, spreads = fused.uint8_moments(stack)
+    pixels = np.full(len(stack), shape[1] * shape[2], np.int64)
+    assert spreads is not None and spreads.images == len(stack)
+    got = spreads.sums()
+    assert got == fused.integer_spreads(pixels, sums, squares)
+    for index, expected in enumerate(spread_oracle(pixels, sums, squares)):
+        assert got[0][index] == fixed_sum(expected), index
+    assert got[1] == [sum(int(v) for v in column) for column in sums.T]
+    assert got[2] == [sum(int(v) for v in column) for column in squares.T]
+
+
+def test_kernel_spreads_of_the_largest_significands_stay_exact():
+    """4,100 images of two pixels, 0 and 181: each variance is 32761 / 4 = 8190.25, whose
+    significand is within 0.03% of 2**53, so a bin of 2,049 of them would pass 2**64; the
+    bins fold every 2,048 images and the totals stay exact."""
+    from fractions import Fraction
+
+    from normstats.maths.exact import FIXED_BITS
+
+    stack = np.zeros((4100, 1, 2, 1), np.uint8)
+    stack[:, 0, 1, 0] = 181
+    spreads = fused.uint8_moments(stack)[4].sums()[0]
+    assert spreads[2] == [int(4100 * Fraction(32761, 4) * 2**FIXED_BITS)]
+    assert spreads[0] == [int(4100 * Fraction(181, 2) * 2**FIXED_BITS)]  # std 90.5
+
+
+def test_kernel_spreads_leave_to_numpy_what_int64_cannot_hold():
+    """An image of 2**26 values of 255: n · Σx² passes int64, so the kernel bins nothing
+    (None) and the summary takes numpy's way, exact with Python ints."""
+    from normstats.maths.records import records_from_stack
+    from normstats.maths.summary import summarize
+
+    stack = np.full((1, 8192, 8192, 1), 255, np.uint8)
+    assert fused.uint8_moments(stack)[4] is None
+    summary = summarize(records_from_stack(stack))
+    assert summary.moments.total == (255 * 2**26,) and summary.var_sum == (0,)
 
 
 @pytest.fixture(params=[*_moments._variants(), "numpy"])

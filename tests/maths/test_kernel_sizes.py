@@ -93,6 +93,25 @@ MOMENTS = {
                            "read-write"),
     "images not contiguous": ("m.moments(memoryview(bytes(24))[::2], 2, 3, *out(6))",
                               "BufferError", "not C-contiguous"),
+    "spreads without totals": ("m.moments(bytes(12), 2, 3, *out(6), bytearray(5184))",
+                               "TypeError", "spreads and totals go together"),
+    "spreads a byte short": ("m.moments(bytes(12), 2, 3, *out(6), bytearray(5183), "
+                             "bytearray(96))", "ValueError",
+                             "spreads holds 5183 bytes, the kernel expects 5184"),
+    "totals unaligned": ("m.moments(bytes(12), 2, 3, *out(6), bytearray(5184), "
+                         "memoryview(bytearray(97))[1:])", "ValueError",
+                         "totals is not aligned to 8 bytes"),
+    "sums inside the spreads": ("(lambda b: m.moments(bytes(12), 2, 3, memoryview(b)[:48], "
+                                "*out(6)[1:], b, bytearray(96)))(bytearray(5184))",
+                                "ValueError", "sums and spreads share memory"),
+    "read-only totals": ("m.moments(bytes(12), 2, 3, *out(6), bytearray(5184), bytes(96))",
+                         "TypeError", "read-write"),
+    "spreads of two images (the control)": ("m.moments(bytes(12), 2, 3, *out(6), "
+                                            "bytearray(5184), bytearray(96))", "returned",
+                                            "True"),
+    "spreads of images of no pixels, left to numpy": ('m.moments(b"", 2, 3, *out(6), '
+                                                      "bytearray(5184), bytearray(96))",
+                                                      "returned", "False"),
     "two images (the control)": ("m.moments(bytes(12), 2, 3, *out(6))", "returned", "None"),
     "no image": ('m.moments(b"", 0, 3, *out(0))', "returned", "None"),
     "images of no pixels": ('m.moments(b"", 2, 3, *out(6))', "returned", "None"),

@@ -199,9 +199,13 @@ def test_staggered_tasks_cover_every_image_once_and_keep_workers_out_of_step(
 
 
 def test_arrays_are_cut_into_staggered_tasks_unless_a_task_size_is_given():
+    """One task's worth of images a worker, staggered (the workers summarise apart); at
+    most 64 MB a task."""
     source = ArraySource(np.zeros((50_000, 32, 32, 3), np.uint8))
-    assert [t.size for t in source.tasks(workers=2)] == [6_250, 12_500, 12_500, 12_500, 6_250]
+    assert [t.size for t in source.tasks(workers=2)] == [12_500, 25_000, 12_500]
     assert [t.size for t in source.tasks(10_000, workers=2)] == [10_000] * 5
+    large = ArraySource(np.zeros((100_000, 32, 32, 3), np.uint8)).tasks(workers=2)
+    assert [t.size for t in large] == [10_000, *[20_000] * 4, 10_000]  # 61 MB at most
 
 
 def test_dask_arrays_of_unknown_lengths_are_read_where_a_source_cuts_rows(rng):

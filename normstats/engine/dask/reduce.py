@@ -168,14 +168,14 @@ def merge_pixel_parts(*parts: Records) -> Records:
                 rows, cols = np.triu_indices(total.channels, 1)
                 co = total.co_moments + part.co_moments + \
                     delta[:, rows] * delta[:, cols] * (na * nb / n)
-            total = replace(total, pixels=pixels, means=means, m2s=m2s, minimum=low,
-                            maximum=high, residuals=np.zeros_like(means), co_moments=co)
+            total = total.replaced(pixels=pixels, means=means, m2s=m2s, minimum=low,
+                                   maximum=high, residuals=np.zeros_like(means), co_moments=co)
         else:
             cross = total.cross_sums + part.cross_sums \
                 if has_cross_sums(total) and has_cross_sums(part) else None
-            total = replace(total, pixels=pixels, sums=total.sums + part.sums,
-                            sums_sq=total.sums_sq + part.sums_sq, minimum=low, maximum=high,
-                            cross_sums=cross)
+            total = total.replaced(pixels=pixels, sums=total.sums + part.sums,
+                                   sums_sq=total.sums_sq + part.sums_sq, minimum=low,
+                                   maximum=high, cross_sums=cross)
     return total
 
 
@@ -189,7 +189,7 @@ def join_channels(parts: list[Records]) -> Records:
     arrays = {name: np.concatenate([getattr(p, name) for p in parts], axis=1)
               for name in first.array_fields() if getattr(first, name).ndim == 2}
     channels = sum(p.channels for p in parts)
-    return replace(first, channel_names=default_channel_names(channels), **arrays)
+    return first.replaced(channel_names=default_channel_names(channels), **arrays)
 
 
 def _image_part(records: Records, plan: Plan, skipped: tuple[Skipped, ...] = ()) -> Part:
