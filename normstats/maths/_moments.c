@@ -3,9 +3,12 @@
  *
  * moments(): per-image, per-channel sum of x, sum of x squared, min and max of 8-bit
  * images, each byte read once. Integer arithmetic throughout, so results are exact and
- * identical to numpy's passes (normstats.maths.image_moments). Given totals to fill, it
- * also bins each image's spreads as spread_sums() does, right after the image's sums
- * (spread_run): half what a second pass over the records costs.
+ * identical to numpy's passes (normstats.maths.image_moments).
+ *
+ * records(): the same pass making the whole record of each image (its extremes as float64)
+ * and the summary's totals as it goes, each image's right after its moments (records_pass):
+ * the extremes of all the images, and each image's spreads binned as spread_sums() bins
+ * them, for half what a second pass over the records costs.
  *
  * The vector kernels (x86-64 with AVX-512BW, with or without VNNI, or with AVX2; the first
  * one the CPU supports is picked at import):
@@ -1256,36 +1259,44 @@ static int check_apart(Py_buffer *const *buffers, const char *const *names, int 
  * into each of three limbs, so nothing carries: a limb would overflow after 2^32 adds, and
  * it takes at most 96 a fold (the bins of the exponents whose three limbs include it),
  * one fold every 2048 cells or more (SPREAD_FOLD blocks of SPREAD_CELLS cells in
- * spread_cells, SPREAD_RUN_FOLD images in spread_run): at least 2^36 cells before it
+ * spread_cells, RECORDS_FOLD images in a records pass): at least 2^36 cells before it
  * could, more than one call takes (SPREAD_MAX_CELLS). */
 #define FIXED_BITS 1130
 #define FIXED_LIMBS 72
 #define SPREAD_MAX_CELLS ((int64_t)1 << 36)
 
-/* The spreads of the images a moments() call reads, binned image by image as spread_cells
- * bins them (the functions are defined with it, below): the bins, the caller's totals
+/* What a records() call makes beside each image's moments (the functions are defined with
+ * spread_cells, below): the records' extremes as float64, the call's extremes, and the
+ * spreads binned image by image as spread_cells bins them: the bins, the caller's totals
  * they fold into, and the halves of the images' sums and squares since the last fold. */
 typedef struct {
     Py_ssize_t channels;
+    double *lows, *highs; /* the records' extremes (count x channels) */
+    uint8_t *extremes;    /* the call's: each channel's minimum, then each one's maximum */
+    uint8_t image_low[CHANNELS_MAX], image_high[CHANNELS_MAX]; /* the kernel's, an image */
     uint64_t *bins, *spreads, *totals;
-    int64_t highs[2 * CHANNELS_MAX];
-    uint64_t lows[2 * CHANNELS_MAX];
+    int64_t high_halves[2 * CHANNELS_MAX];
+    uint64_t low_halves[2 * CHANNELS_MAX];
     Py_ssize_t images; /* since the last fold */
     int complete;      /* 0: an image numpy's way must take; nothing more is binned */
-} spread_run_t;
-static int spread_run_start(spread_run_t *run, Py_ssize_t channels, Py_ssize_t cells,
-                            uint64_t *spreads, uint64_t *totals);
-static void spread_image(spread_run_t *run, int64_t n, const int64_t *sums,
-                         const int64_t *squares);
-static int spread_run_finish(spread_run_t *run);
+} records_pass_t;
+static int records_pass_start(records_pass_t *pass, Py_ssize_t channels, Py_ssize_t cells,
+                              double *lows, double *highs, uint64_t *spreads,
+                              uint64_t *totals, uint8_t *extremes);
+static void records_image(records_pass_t *pass, Py_ssize_t index, int64_t n,
+                          const int64_t *sums, const int64_t *squares);
+static int records_pass_finish(records_pass_t *pass);
 
-/* The moments of `count` images; with `run`, their spreads too, each image's right after
- * its moments, while they are in L1 and the next image's bytes are still on their way. */
+/* The moments of `count` images into the outputs; with `pass` (records()), the extremes
+ * go to the pass, which makes the rest of each image's record and summary right after its
+ * moments, while they are in L1 and the next image's bytes are still on their way. */
 static int run_moments(const variant_t *variant, int every_row, const uint8_t *base,
                        Py_ssize_t count, Py_ssize_t row_bytes, Py_ssize_t channels,
                        int64_t *sum_out, int64_t *sq_out, uint8_t *lo_out, uint8_t *hi_out,
-                       spread_run_t *run) {
+                       records_pass_t *pass) {
     const int64_t pixels = channels > 0 ? (int64_t)(row_bytes / channels) : 0;
+#define IMAGE_LOWS (pass != NULL ? pass->image_low : lo_out + n * channels)
+#define IMAGE_HIGHS (pass != NULL ? pass->image_high : hi_out + n * channels)
 #if X86_KERNELS
     if (variant->image != NULL &&
         (every_row || row_bytes >= layouts[channels]->min_row_bytes)) {
@@ -1305,9 +1316,9 @@ static int run_moments(const variant_t *variant, int every_row, const uint8_t *b
         memset(memory, 0, (size_t)(2 * 4 * layout->period)); /* the sums and squares */
         for (Py_ssize_t n = 0; n < count; n++) {
             variant->image(&lanes, base + n * row_bytes, row_bytes, sum_out + n * channels,
-                           sq_out + n * channels, lo_out + n * channels, hi_out + n * channels);
-            if (run != NULL && run->complete)
-                spread_image(run, pixels, sum_out + n * channels, sq_out + n * channels);
+                           sq_out + n * channels, IMAGE_LOWS, IMAGE_HIGHS);
+            if (pass != NULL)
+                records_image(pass, n, pixels, sum_out + n * channels, sq_out + n * channels);
         }
         if (memory != stack)
             PyMem_RawFree(memory);
@@ -1319,89 +1330,144 @@ static int run_moments(const variant_t *variant, int every_row, const uint8_t *b
 #endif
     for (Py_ssize_t n = 0; n < count; n++) {
         portable_image(base + n * row_bytes, row_bytes, channels, sum_out + n * channels,
-                       sq_out + n * channels, lo_out + n * channels, hi_out + n * channels);
-        if (run != NULL && run->complete)
-            spread_image(run, pixels, sum_out + n * channels, sq_out + n * channels);
+                       sq_out + n * channels, IMAGE_LOWS, IMAGE_HIGHS);
+        if (pass != NULL)
+            records_image(pass, n, pixels, sum_out + n * channels, sq_out + n * channels);
+    }
+    return 1;
+#undef IMAGE_LOWS
+#undef IMAGE_HIGHS
+}
+
+/* The checks moments() and records() share: count and channels in range, the images whole
+ * rows of whole pixels, and the cells (count x channels) and their int64 bytes within
+ * Py_ssize_t; 0 with an exception set otherwise. */
+static int image_rows(const Py_buffer *images, Py_ssize_t count, Py_ssize_t channels,
+                      Py_ssize_t *row_bytes, Py_ssize_t *cells, Py_ssize_t *cell_bytes) {
+    if (count < 0 || channels < 1 || channels > CHANNELS_MAX) {
+        PyErr_SetString(PyExc_ValueError, "count must be >= 0 and channels in 1..128");
+        return 0;
+    }
+    if (count > 0 ? images->len % count != 0 : images->len != 0) {
+        PyErr_SetString(PyExc_ValueError, "the images do not split into rows of equal size");
+        return 0;
+    }
+    *row_bytes = count > 0 ? images->len / count : 0;
+    if (*row_bytes % channels != 0) {
+        PyErr_SetString(PyExc_ValueError, "an image row is not a whole number of pixels");
+        return 0;
+    }
+    *cells = size_product(count, channels);
+    *cell_bytes = size_product(*cells, 8);
+    if (*cells < 0 || *cell_bytes < 0) {
+        PyErr_Format(PyExc_OverflowError,
+                     "%zd images of %zd channels: more outputs than memory can hold", count,
+                     channels);
+        return 0;
     }
     return 1;
 }
 
-static PyObject *moments(PyObject *self, PyObject *args) {
-    Py_buffer images, sums, squares, lows, highs, spreads = {0}, totals = {0};
-    Py_ssize_t count, channels;
-    if (!PyArg_ParseTuple(args, "y*nnw*w*w*w*|w*w*", &images, &count, &channels, &sums,
-                          &squares, &lows, &highs, &spreads, &totals))
+/* The kernel variant for `channels`, its layout made on first use; NULL: out of memory. */
+static const variant_t *variant_for(Py_ssize_t channels) {
+#if X86_KERNELS
+    if (chosen->image != NULL && layouts[channels] == NULL &&
+        (layouts[channels] = layout_new(channels)) == NULL)
         return NULL;
-    const int with_spreads = spreads.obj != NULL;
+#else
+    (void)channels;
+#endif
+    return chosen;
+}
+
+static PyObject *moments(PyObject *self, PyObject *args) {
+    Py_buffer images, sums, squares, lows, highs;
+    Py_ssize_t count, channels, row_bytes, cells, cell_bytes;
+    if (!PyArg_ParseTuple(args, "y*nnw*w*w*w*", &images, &count, &channels, &sums, &squares,
+                          &lows, &highs))
+        return NULL;
     PyObject *result = NULL;
-    if (count < 0 || channels < 1 || channels > CHANNELS_MAX) {
-        PyErr_SetString(PyExc_ValueError, "count must be >= 0 and channels in 1..128");
-        goto done;
-    }
-    if (count > 0 ? images.len % count != 0 : images.len != 0) {
-        PyErr_SetString(PyExc_ValueError, "the images do not split into rows of equal size");
-        goto done;
-    }
-    const Py_ssize_t row_bytes = count > 0 ? images.len / count : 0;
-    if (row_bytes % channels != 0) {
-        PyErr_SetString(PyExc_ValueError, "an image row is not a whole number of pixels");
-        goto done;
-    }
-    const Py_ssize_t cells = size_product(count, channels), cell_bytes = size_product(cells, 8);
-    if (cells < 0 || cell_bytes < 0) {
-        PyErr_Format(PyExc_OverflowError,
-                     "%zd images of %zd channels: more outputs than memory can hold", count,
-                     channels);
-        goto done;
-    }
-    Py_buffer *const buffers[] = {&images, &sums, &squares, &lows, &highs, &spreads, &totals};
-    static const char *const names[] = {"images", "sums", "squares", "lows", "highs",
-                                        "spreads", "totals"};
-    if (with_spreads != (totals.obj != NULL)) {
-        PyErr_SetString(PyExc_TypeError, "spreads and totals go together");
-        goto done;
-    }
-    if (!check_size(&sums, cell_bytes, 8, "sums") ||
+    Py_buffer *const buffers[] = {&images, &sums, &squares, &lows, &highs};
+    static const char *const names[] = {"images", "sums", "squares", "lows", "highs"};
+    if (!image_rows(&images, count, channels, &row_bytes, &cells, &cell_bytes) ||
+        !check_size(&sums, cell_bytes, 8, "sums") ||
         !check_size(&squares, cell_bytes, 8, "squares") || !check_size(&lows, cells, 1, "lows") ||
-        !check_size(&highs, cells, 1, "highs") ||
-        (with_spreads &&
-         (!check_size(&spreads, size_product(channels, 3 * FIXED_LIMBS * 8), 8, "spreads") ||
-          !check_size(&totals, size_product(channels, 2 * 16), 8, "totals"))) ||
-        !check_apart(buffers, names, with_spreads ? 7 : 5))
+        !check_size(&highs, cells, 1, "highs") || !check_apart(buffers, names, 5))
         goto done;
     {
-        const variant_t *variant = chosen;
+        const variant_t *variant = variant_for(channels);
         const int every_row = forced;
-#if X86_KERNELS
-        if (variant->image != NULL && layouts[channels] == NULL &&
-            (layouts[channels] = layout_new(channels)) == NULL)
-            goto done;
-#endif
-        int ok, complete = 0;
-        spread_run_t run;
-        Py_BEGIN_ALLOW_THREADS
-        ok = !with_spreads || spread_run_start(&run, channels, cells, spreads.buf, totals.buf);
-        if (ok)
+        int ok = 0;
+        if (variant != NULL) {
+            Py_BEGIN_ALLOW_THREADS
             ok = run_moments(variant, every_row, images.buf, count, row_bytes, channels,
-                             sums.buf, squares.buf, lows.buf, highs.buf,
-                             with_spreads ? &run : NULL);
-        if (with_spreads && ok)
-            complete = spread_run_finish(&run);
-        Py_END_ALLOW_THREADS
+                             sums.buf, squares.buf, lows.buf, highs.buf, NULL);
+            Py_END_ALLOW_THREADS
+        }
         if (!ok) {
             PyErr_NoMemory();
             goto done;
         }
-        result = with_spreads ? PyBool_FromLong(complete) : Py_NewRef(Py_None);
     }
+    result = Py_None;
+    Py_INCREF(result);
 done:
     PyBuffer_Release(&images);
     PyBuffer_Release(&sums);
     PyBuffer_Release(&squares);
     PyBuffer_Release(&lows);
     PyBuffer_Release(&highs);
-    PyBuffer_Release(&spreads);
-    PyBuffer_Release(&totals);
+    return result;
+}
+
+/* records(images, count, channels, sums, squares, lows, highs, spreads, totals, extremes)
+ * -> bool: the records of `count` uint8 images and their summary's totals in one pass:
+ * int64 sums and squares and float64 lows and highs (count x channels) as moments() gives
+ * them; each image's spreads binned onto spreads and totals as spread_sums() bins them
+ * (its bool: False, the spreads incomplete, where numpy must compute them); and the
+ * extremes of all the images, uint8 (2 x channels: minima, then maxima). */
+static PyObject *records(PyObject *self, PyObject *args) {
+    Py_buffer images, sums, squares, lows, highs, spreads, totals, extremes;
+    Py_ssize_t count, channels, row_bytes, cells, cell_bytes;
+    if (!PyArg_ParseTuple(args, "y*nnw*w*w*w*w*w*w*", &images, &count, &channels, &sums,
+                          &squares, &lows, &highs, &spreads, &totals, &extremes))
+        return NULL;
+    PyObject *result = NULL;
+    Py_buffer *const buffers[] = {&images, &sums, &squares, &lows, &highs, &spreads, &totals,
+                                  &extremes};
+    static const char *const names[] = {"images", "sums", "squares", "lows", "highs",
+                                        "spreads", "totals", "extremes"};
+    if (!image_rows(&images, count, channels, &row_bytes, &cells, &cell_bytes) ||
+        !check_size(&sums, cell_bytes, 8, "sums") ||
+        !check_size(&squares, cell_bytes, 8, "squares") ||
+        !check_size(&lows, cell_bytes, 8, "lows") || !check_size(&highs, cell_bytes, 8, "highs") ||
+        !check_size(&spreads, size_product(channels, 3 * FIXED_LIMBS * 8), 8, "spreads") ||
+        !check_size(&totals, size_product(channels, 2 * 16), 8, "totals") ||
+        !check_size(&extremes, 2 * channels, 1, "extremes") || !check_apart(buffers, names, 8))
+        goto done;
+    {
+        const variant_t *variant = variant_for(channels);
+        const int every_row = forced;
+        int ok = 0, complete = 0;
+        records_pass_t pass;
+        if (variant != NULL) {
+            Py_BEGIN_ALLOW_THREADS
+            ok = records_pass_start(&pass, channels, cells, lows.buf, highs.buf, spreads.buf,
+                                    totals.buf, extremes.buf) &&
+                 run_moments(variant, every_row, images.buf, count, row_bytes, channels,
+                             sums.buf, squares.buf, NULL, NULL, &pass);
+            complete = records_pass_finish(&pass);
+            Py_END_ALLOW_THREADS
+        }
+        if (!ok) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        result = PyBool_FromLong(complete);
+    }
+done:
+    for (int b = 0; b < 8; b++)
+        PyBuffer_Release(buffers[b]);
     return result;
 }
 
@@ -1773,77 +1839,105 @@ static int spread_cells(const uint8_t *sums, const uint8_t *squares, const uint8
     return complete;
 }
 
-/* Images between two folds of a spread_run's bins: an image adds at most one significand
- * (below 2^53) to a bin, so a bin holds below 2^64. */
-#define SPREAD_RUN_FOLD 2048
+/* Images between two folds of a records pass's bins: an image adds at most one
+ * significand (below 2^53) to a bin, so a bin holds below 2^64. */
+#define RECORDS_FOLD 2048
 
-/* Start binning the spreads of a call of `cells` cells onto `spreads` and `totals` (as
- * spread_cells takes them); 0 when memory runs out. Past SPREAD_MAX_CELLS cells nothing
- * is binned (incomplete from the start). */
-static int spread_run_start(spread_run_t *run, Py_ssize_t channels, Py_ssize_t cells,
-                            uint64_t *spreads, uint64_t *totals) {
-    run->channels = channels;
-    run->spreads = spreads;
-    run->totals = totals;
-    run->images = 0;
-    memset(run->highs, 0, sizeof run->highs);
-    memset(run->lows, 0, sizeof run->lows);
-    run->bins = PyMem_RawCalloc((size_t)(3 * SPREAD_EXPONENTS * channels), sizeof(uint64_t));
-    run->complete = cells >= 0 && (int64_t)cells < SPREAD_MAX_CELLS;
-    return run->bins != NULL;
+/* Start a records pass of `cells` cells (count x channels) with the caller's outputs;
+ * 0 when memory runs out. Past SPREAD_MAX_CELLS cells no spread is binned (incomplete
+ * from the start). */
+static int records_pass_start(records_pass_t *pass, Py_ssize_t channels, Py_ssize_t cells,
+                              double *lows, double *highs, uint64_t *spreads,
+                              uint64_t *totals, uint8_t *extremes) {
+    pass->channels = channels;
+    pass->lows = lows;
+    pass->highs = highs;
+    pass->extremes = extremes;
+    pass->spreads = spreads;
+    pass->totals = totals;
+    pass->images = 0;
+    memset(extremes, 255, (size_t)channels);
+    memset(extremes + channels, 0, (size_t)channels);
+    memset(pass->image_low, 255, sizeof pass->image_low);
+    memset(pass->image_high, 0, sizeof pass->image_high);
+    memset(pass->high_halves, 0, sizeof pass->high_halves);
+    memset(pass->low_halves, 0, sizeof pass->low_halves);
+    pass->bins = PyMem_RawCalloc((size_t)(3 * SPREAD_EXPONENTS * channels), sizeof(uint64_t));
+    pass->complete = pass->bins != NULL && cells >= 0 && (int64_t)cells < SPREAD_MAX_CELLS;
+    return pass->bins != NULL;
 }
 
 /* Fold the bins into the fixed-point totals, and the halves into the int128 totals. */
-static void spread_run_fold(spread_run_t *run) {
-    fold_bins(run->bins, run->channels, run->spreads);
-    for (Py_ssize_t t = 0; t < 2 * run->channels; t++) {
-        add_halves(run->totals + 2 * t, run->highs[t], run->lows[t]);
-        run->highs[t] = 0;
-        run->lows[t] = 0;
+static void records_fold(records_pass_t *pass) {
+    fold_bins(pass->bins, pass->channels, pass->spreads);
+    for (Py_ssize_t t = 0; t < 2 * pass->channels; t++) {
+        add_halves(pass->totals + 2 * t, pass->high_halves[t], pass->low_halves[t]);
+        pass->high_halves[t] = 0;
+        pass->low_halves[t] = 0;
     }
-    run->images = 0;
+    pass->images = 0;
 }
 
 /* Bin the spreads of one image of n values from its sums and squares (channels each),
- * as spread_cells does; an image it cannot take ends the run incomplete. The divisions
- * and roots are the scalar forms of spread_values' vector ones: the same bits. */
-static void spread_image(spread_run_t *run, int64_t n, const int64_t *sums,
+ * as spread_cells does; an image it cannot take ends the binning (incomplete). The
+ * divisions and roots are the scalar forms of spread_values' vector ones: the same bits. */
+static void spread_image(records_pass_t *pass, int64_t n, const int64_t *sums,
                          const int64_t *squares) {
-    const Py_ssize_t channels = run->channels;
+    const Py_ssize_t channels = pass->channels;
     int64_t whole, sample;
     if (!spread_denominators(n, &whole, &sample)) {
-        run->complete = 0;
+        pass->complete = 0;
         return;
     }
     const double whole_value = (double)whole, sample_value = (double)sample;
     for (Py_ssize_t c = 0; c < channels; c++) {
         int64_t numerator;
         if (!spread_numerator(n, sums[c], squares[c], &numerator)) {
-            run->complete = 0;
+            pass->complete = 0;
             return;
         }
-        run->highs[c] += sums[c] >> 32; /* arithmetic shift: floor */
-        run->lows[c] += (uint64_t)sums[c] & 0xFFFFFFFFu;
-        run->highs[channels + c] += squares[c] >> 32;
-        run->lows[channels + c] += (uint64_t)squares[c] & 0xFFFFFFFFu;
+        pass->high_halves[c] += sums[c] >> 32; /* arithmetic shift: floor */
+        pass->low_halves[c] += (uint64_t)sums[c] & 0xFFFFFFFFu;
+        pass->high_halves[channels + c] += squares[c] >> 32;
+        pass->low_halves[channels + c] += (uint64_t)squares[c] & 0xFFFFFFFFu;
         const double value = (double)numerator, variance = value / whole_value;
-        if (!bin_spread(run->bins, 2, c, channels, variance) ||
-            !bin_spread(run->bins, 0, c, channels, sqrt(variance)) ||
-            (n >= 2 && !bin_spread(run->bins, 1, c, channels, sqrt(value / sample_value)))) {
-            run->complete = 0;
+        if (!bin_spread(pass->bins, 2, c, channels, variance) ||
+            !bin_spread(pass->bins, 0, c, channels, sqrt(variance)) ||
+            (n >= 2 && !bin_spread(pass->bins, 1, c, channels, sqrt(value / sample_value)))) {
+            pass->complete = 0;
             return;
         }
     }
-    if (++run->images == SPREAD_RUN_FOLD)
-        spread_run_fold(run);
+    if (++pass->images == RECORDS_FOLD)
+        records_fold(pass);
 }
 
-/* End the run: the last fold, the bins freed; whether every image was binned. */
-static int spread_run_finish(spread_run_t *run) {
-    if (run->complete)
-        spread_run_fold(run);
-    PyMem_RawFree(run->bins);
-    return run->complete;
+/* The rest of image `index`'s record (its extremes as float64), the call's extremes, and
+ * its spreads while the pass is complete. */
+static void records_image(records_pass_t *pass, Py_ssize_t index, int64_t n,
+                          const int64_t *sums, const int64_t *squares) {
+    const Py_ssize_t channels = pass->channels;
+    double *lows = pass->lows + index * channels, *highs = pass->highs + index * channels;
+    uint8_t *minima = pass->extremes, *maxima = pass->extremes + channels;
+    for (Py_ssize_t c = 0; c < channels; c++) {
+        const uint8_t low = pass->image_low[c], high = pass->image_high[c];
+        lows[c] = low;
+        highs[c] = high;
+        minima[c] = low < minima[c] ? low : minima[c];
+        maxima[c] = high > maxima[c] ? high : maxima[c];
+        pass->image_low[c] = 255; /* the kernel takes the extremes of what it is given */
+        pass->image_high[c] = 0;
+    }
+    if (pass->complete)
+        spread_image(pass, n, sums, squares);
+}
+
+/* End the pass: the last fold, the bins freed; whether every image's spreads were binned. */
+static int records_pass_finish(records_pass_t *pass) {
+    if (pass->complete)
+        records_fold(pass);
+    PyMem_RawFree(pass->bins);
+    return pass->complete;
 }
 
 /* spread_sums(sums, squares, pixels, channels, spreads, totals) -> bool: spread_cells on
@@ -1898,12 +1992,16 @@ done:
 
 static PyMethodDef methods[] = {
     {"moments", moments, METH_VARARGS,
-     "moments(images, count, channels, sums, squares, lows, highs[, spreads, totals])\n\n"
+     "moments(images, count, channels, sums, squares, lows, highs)\n\n"
      "Accumulate the per-channel sum, sum of squares, min and max of `count` uint8 images\n"
      "(one contiguous buffer, channels interleaved) into int64 sums and squares and uint8\n"
-     "lows and highs, each (count, channels). With spreads and totals (as spread_sums\n"
-     "takes them), also add each image's spreads from its sums as they stand, and return\n"
-     "spread_sums' bool."},
+     "lows and highs, each (count, channels)."},
+    {"records", records, METH_VARARGS,
+     "records(images, count, channels, sums, squares, lows, highs, spreads, totals,\n"
+     "        extremes) -> bool\n\n"
+     "moments() with float64 lows and highs, in the same pass each image's spreads added\n"
+     "onto spreads and totals as spread_sums() adds them (its bool), and the extremes of\n"
+     "all the images into uint8 extremes (2, channels): minima, then maxima."},
     {"running_sums", running_sums, METH_VARARGS,
      "running_sums(images, count, run, squares)\n\n"
      "Add `count` uint8 images (one contiguous buffer) position by position onto the uint16\n"

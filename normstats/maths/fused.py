@@ -19,7 +19,7 @@ images in cache: 39 GB/s on 256×256×3 images (35 with one channel, 42 with fou
 compiler-vectorised loop that other platforms use gives 11 and 6 GB/s (as exact).
 Integer arithmetic throughout: results are exact and identical to
 `normstats.maths.image_moments`. The same pass bins each image's std and variance for
-the summary as soon as it has the image's sums (`KernelSpreads`): on 50,000 32x32x3
+the summary as soon as it has the image's sums (`KernelTotals`): on 50,000 32x32x3
 images in memory a second pass over the records added 1.0 ms to 10.3 ms of reading on
 two threads, binning them as they are read 0.5 ms. The same library adds 8-bit images
 onto the mean image's running sums (`uint8_running_sums`).
@@ -43,7 +43,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["uint8_moments", "KernelSpreads", "uint8_moments_into", "uint8_moments_rows",
+__all__ = ["uint8_moments", "KernelTotals", "uint8_moments_into", "uint8_moments_rows",
            "uint8_running_sums", "outputs", "available", "KERNEL_CHANNELS", "exponent_bins",
            "integer_spreads", "kernel_info", "MISSING_NOTICE"]
 
@@ -176,7 +176,7 @@ def integer_spreads(pixels: np.ndarray, sums: np.ndarray,
                                   np.ascontiguousarray(squares, np.int64),
                                   np.ascontiguousarray(pixels, np.int64), channels, spreads,
                                   totals)
-    return KernelSpreads(len(pixels), 0, sums, spreads, totals).sums() if complete else None
+    return _exact_totals(spreads, totals) if complete else None
 
 
 def _spread_buffers(channels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -186,12 +186,25 @@ def _spread_buffers(channels: int) -> tuple[np.ndarray, np.ndarray]:
             np.zeros((2, channels, 2), np.uint64))
 
 
+def _exact_totals(limbs: np.ndarray, totals: np.ndarray
+                  ) -> tuple[list[list[int]], list[int], list[int]]:
+    """The spread passes' buffers as `integer_spreads` gives them: the std, sample std and
+    variance fixed-point totals per channel, then the totals of the sums and squares."""
+    fixed = _limb_totals(limbs)
+    # (low, high) words as little-endian bytes, whatever the machine's byte order
+    exact = [[int.from_bytes(pair.tobytes(), "little", signed=True) for pair in kind]
+             for kind in totals.astype("<u8")]
+    return [fixed[0], fixed[1], fixed[2]], exact[0], exact[1]
+
+
 @dataclass(frozen=True)
-class KernelSpreads:
-    """The spread totals of the images of one compiled pass over 8-bit images, binned as
-    the pass read them (each image's right after its sums, while they are in cache and
-    its next image's bytes are on their way): what `integer_spreads` computes from their
-    records afterwards, bit for bit, for half its time in a run of an array.
+class KernelTotals:
+    """The summary's totals of the images of one compiled pass over 8-bit images, made as
+    the pass read them (each image's right after its sums, while they are in cache and its
+    next image's bytes are on their way): the spreads `integer_spreads` computes from
+    their records afterwards, bit for bit, and the extremes of all the images; a summary
+    of the records then reads none of them again (on 50,000 32x32x3 images in memory it
+    took 0.5 ms a task of 25,000 where a pass over the records took 1.3).
 
     Attributes
     ----------
@@ -200,26 +213,26 @@ class KernelSpreads:
     pixels : int
         The values of each image per channel.
     image_sums : numpy.ndarray
-        The (N, C) Σx the pass wrote as it binned them: records holding this very array
-        (not an equal copy, not one changed since) hold the images binned.
+        The (N, C) Σx the pass wrote: records holding this very array (not an equal copy,
+        not one changed since) hold the images it read.
     limbs : numpy.ndarray
         (3, C, 72) uint64: the fixed-point totals of each image's std, sample std and
         variance per channel, in 32-bit limbs.
     totals : numpy.ndarray
         (2, C, 2) uint64: the exact Σx and Σx² over the images, int128 low and high words.
+    extremes : numpy.ndarray
+        (2, C) uint8: each channel's minimum, then its maximum, over the images.
 
     Examples
     --------
     >>> import numpy as np
-    >>> sums, _, _, _, spreads = uint8_moments(np.full((2, 1, 2, 1), 3, np.uint8))
-    >>> spreads.images, spreads.sums()[1:]
-    (2, ([12], [36]))
-    >>> spreads.sums_for(np.array([2, 2]), sums) == spreads.sums()
+    >>> sums, _, _, _, kernel = uint8_moments(np.array([[[[3], [5]]], [[[4], [9]]]], np.uint8))
+    >>> kernel.images, kernel.spreads()[1:], kernel.minimum, kernel.maximum
+    (2, ([21], [131]), (3.0,), (9.0,))
+    >>> kernel.covers(np.array([2, 2]), sums)
     True
-    >>> spreads.sums_for(np.array([2, 3]), sums) is None  # not the images binned
-    True
-    >>> spreads.sums_for(np.array([2, 2]), sums + 1) is None
-    True
+    >>> kernel.covers(np.array([2, 3]), sums), kernel.covers(np.array([2, 2]), sums + 1)
+    (False, False)
     """
 
     images: int
@@ -227,32 +240,39 @@ class KernelSpreads:
     image_sums: np.ndarray = field(repr=False)
     limbs: np.ndarray = field(repr=False)
     totals: np.ndarray = field(repr=False)
+    extremes: np.ndarray = field(repr=False)
 
     @property
     def channels(self) -> int:
         return int(self.limbs.shape[1])
 
-    def sums(self) -> tuple[list[list[int]], list[int], list[int]]:
+    @property
+    def minimum(self) -> tuple[float, ...]:
+        return tuple(float(v) for v in self.extremes[0])
+
+    @property
+    def maximum(self) -> tuple[float, ...]:
+        return tuple(float(v) for v in self.extremes[1])
+
+    @property
+    def images_ddof1(self) -> int:
+        """The images with a sample std (two values or more)."""
+        return self.images if self.pixels >= 2 else 0
+
+    def spreads(self) -> tuple[list[list[int]], list[int], list[int]]:
         """As `integer_spreads` gives them: the std, sample std and variance fixed-point
         totals per channel, then the totals of the sums and of the squares."""
-        fixed = _limb_totals(self.limbs)
-        # (low, high) words as little-endian bytes, whatever the machine's byte order
-        exact = [[int.from_bytes(pair.tobytes(), "little", signed=True) for pair in kind]
-                 for kind in self.totals.astype("<u8")]
-        return [fixed[0], fixed[1], fixed[2]], exact[0], exact[1]
+        return _exact_totals(self.limbs, self.totals)
 
-    def sums_for(self, pixels: np.ndarray, sums: np.ndarray
-                 ) -> tuple[list[list[int]], list[int], list[int]] | None:
-        """`sums`, when these are the spreads of records of ``pixels`` (N) values per image
-        and Σx ``sums`` (N, C): the array the pass wrote, and the pixel counts of the
-        images it binned; None for records changed since (other rows, channels, pixel
-        counts or sums), which `normstats.maths.records.IntegerRecords.replaced` should
-        have prevented: a check, for ~10 µs a task, that stale totals never reach a
-        result. (Comparing Σx itself would cost 0.4 ms a task of 25,000 images.)"""
-        if sums is not self.image_sums or sums.shape != (self.images, self.channels) or \
-                len(pixels) != self.images or not bool(np.all(pixels == self.pixels)):
-            return None
-        return self.sums()
+    def covers(self, pixels: np.ndarray, sums: np.ndarray) -> bool:
+        """Whether these are the totals of records of ``pixels`` (N) values per image and
+        Σx ``sums`` (N, C): the array the pass wrote, and the pixel counts of the images
+        it read. False for records changed since (other rows, channels, pixel counts or
+        sums), which `normstats.maths.records.IntegerRecords.replaced` should have
+        prevented: a check, for ~10 µs a task, that stale totals never reach a result
+        (comparing Σx itself would cost 0.4 ms a task of 25,000 images)."""
+        return sums is self.image_sums and sums.shape == (self.images, self.channels) and \
+            len(pixels) == self.images and bool(np.all(pixels == self.pixels))
 
 
 def _limb_totals(limbs: np.ndarray) -> list[list[int]]:
@@ -307,10 +327,10 @@ def outputs(n: int, channels: int) -> tuple[np.ndarray, ...]:
 
 
 def uint8_moments(stack: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                              KernelSpreads | None]:
+                                              KernelTotals | None]:
     """Exact (sums, sums of squares, min, max), each (N, C), of a uint8 (N, H, W, C) stack
-    of at most `KERNEL_CHANNELS` channels, and their `KernelSpreads` (None without the
-    compiled kernel, or where the summary must compute them numpy's way).
+    of at most `KERNEL_CHANNELS` channels, and their `KernelTotals` (None without the
+    compiled kernel, or where the summary must compute the spreads numpy's way).
 
     Examples
     --------
@@ -321,15 +341,18 @@ def uint8_moments(stack: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """
     n, h, w, c = stack.shape
     flat = np.ascontiguousarray(stack).reshape(n, h * w * c)
-    sums, squares, lows, highs = outputs(n, c)
-    module, spreads = _extension(), None
+    module = _extension()
     if module is None:
+        sums, squares, lows, highs = outputs(n, c)
         _numpy_kernel(flat, sums, squares, lows, highs)
-    else:
-        limbs, totals = _spread_buffers(c)
-        if module.moments(flat, n, c, sums, squares, lows, highs, limbs, totals):
-            spreads = KernelSpreads(n, h * w, sums, limbs, totals)
-    return sums, squares, lows.astype(np.float64), highs.astype(np.float64), spreads
+        return sums, squares, lows.astype(np.float64), highs.astype(np.float64), None
+    sums, squares = np.zeros((n, c), np.int64), np.zeros((n, c), np.int64)
+    lows, highs = np.empty((n, c)), np.empty((n, c))  # float64, written image by image
+    limbs, totals = _spread_buffers(c)
+    extremes = np.empty((2, c), np.uint8)
+    complete = module.records(flat, n, c, sums, squares, lows, highs, limbs, totals, extremes)
+    kernel = KernelTotals(n, h * w, sums, limbs, totals, extremes) if complete else None
+    return sums, squares, lows, highs, kernel
 
 
 def uint8_moments_into(image: np.ndarray, row: int, sums: np.ndarray, squares: np.ndarray,

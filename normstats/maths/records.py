@@ -86,7 +86,7 @@ class _RecordsBase:
 
     def replaced(self, **changes: object) -> _RecordsBase:
         """These records with fields replaced (other rows, channels or values), without
-        what was computed from the values they held (`IntegerRecords.spreads`): the way
+        what was computed from the values they held (`IntegerRecords.kernel_totals`): the way
         to make records from records."""
         return replace(self, **changes)
 
@@ -107,16 +107,16 @@ class IntegerRecords(_RecordsBase):
     sums_sq: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
     #: (N, C·(C−1)/2) int64 Σx_c·x_d per pair c < d, when the covariance was asked.
     cross_sums: np.ndarray | None = None
-    #: The spread totals of these rows, binned by the compiled pass as it read them
-    #: (`normstats.maths.fused.KernelSpreads`); None: `summarize` computes them from the
-    #: sums. Records made from these drop them (`replaced`).
-    spreads: fused.KernelSpreads | None = None
+    #: The summary's totals of these rows, made by the compiled pass as it read them
+    #: (`normstats.maths.fused.KernelTotals`); None: `summarize` computes them from the
+    #: records. Records made from these drop them (`replaced`).
+    kernel_totals: fused.KernelTotals | None = None
 
     def moments(self) -> Moments:
         return IntegerMoments.from_records(self.pixels, self.sums, self.sums_sq, self.valid)
 
     def replaced(self, **changes: object) -> IntegerRecords:
-        return replace(self, spreads=None, **changes)
+        return replace(self, kernel_totals=None, **changes)
 
     def image_variance(self, ddof: int) -> np.ndarray:
         """Per-image variance (N, C), ``(n·Σx² − (Σx)²) / (n·(n − ddof))``.
@@ -248,12 +248,12 @@ def records_from_stack(stack: np.ndarray, keys: tuple[str, ...] = (),
     pixels = np.full(n, h * w, dtype=np.int64)
     cross = wants_cross_sums() if cross is None else cross
     if stack.dtype == np.uint8 and fused.available():
-        sums, sums_sq, low, high, spreads = fused.uint8_moments(stack)
+        sums, sums_sq, low, high, kernel = fused.uint8_moments(stack)
         return IntegerRecords(dtype="uint8", channel_names=_names(stack, channel_names),
                               keys=tuple(keys), pixels=pixels, minimum=low, maximum=high,
                               sums=sums, sums_sq=sums_sq,
                               cross_sums=integer_cross_sums(stack) if cross else None,
-                              spreads=spreads)
+                              kernel_totals=kernel)
     low, high = extrema(stack)
     common = dict(dtype=str(stack.dtype), channel_names=_names(stack, channel_names),
                   keys=tuple(keys), pixels=pixels,

@@ -152,7 +152,16 @@ def summarize(records: Records | None, skipped: tuple[Skipped, ...] = ()) -> Sum
         return Summary(skipped=tuple(skipped))
     if records.valid is not None:
         return _summarize_valid(records, skipped)
-    (std_sum, std_ddof1_sum, var_sum), moments = _spread_sums(records)
+    kernel = records.kernel_totals if isinstance(records, IntegerRecords) else None
+    if kernel is not None and not kernel.covers(records.pixels, records.sums):
+        kernel = None  # not these records' totals: computed from the records
+    (std_sum, std_ddof1_sum, var_sum), moments = _spread_sums(records, kernel)
+    if kernel is not None:  # made by the pass that read the images: no pass over records
+        images_ddof1, minimum, maximum = kernel.images_ddof1, kernel.minimum, kernel.maximum
+    else:
+        images_ddof1 = int((records.pixels >= 2).sum())
+        minimum = tuple(float(v) for v in _columns(records.minimum).min(axis=1))
+        maximum = tuple(float(v) for v in _columns(records.maximum).max(axis=1))
     return Summary(
         signature=records.signature,
         description=describe_signature(records),
@@ -162,26 +171,27 @@ def summarize(records: Records | None, skipped: tuple[Skipped, ...] = ()) -> Sum
         std_sum=tuple(std_sum),
         std_ddof1_sum=tuple(std_ddof1_sum),
         var_sum=tuple(var_sum),
-        images_ddof1=int((records.pixels >= 2).sum()),
-        minimum=tuple(float(v) for v in _columns(records.minimum).min(axis=1)),
-        maximum=tuple(float(v) for v in _columns(records.maximum).max(axis=1)),
+        images_ddof1=images_ddof1,
+        minimum=minimum,
+        maximum=maximum,
         skipped=tuple(skipped),
         cross=_cross_totals(records),
     )
 
 
-def _spread_sums(records: Records) -> tuple[tuple[list[int], list[int], list[int]], Moments]:
+def _spread_sums(records: Records, kernel: fused.KernelTotals | None = None
+                 ) -> tuple[tuple[list[int], list[int], list[int]], Moments]:
     """Exact fixed-point sums over images of each image's std, sample std (images of two
-    pixels or more) and variance, per channel, and the records' pooled moments. Integer
-    records take one compiled pass for both (`normstats.maths.fused.integer_spreads`: on
-    small images the summary is a sizeable share of a task, a fifth of the reading of
-    32x32 ones), others numpy's: the same values, so the same sums."""
+    pixels or more) and variance, per channel, and the records' pooled moments: the
+    ``kernel``'s totals of these records, or one compiled pass over integer records
+    (`normstats.maths.fused.integer_spreads`: on small images the summary is a sizeable
+    share of a task, a fifth of the reading of 32x32 ones), or numpy's: the same values,
+    so the same sums."""
     compiled = None
-    if isinstance(records, IntegerRecords):
-        if records.spreads is not None:  # binned as the kernel read these records' images
-            compiled = records.spreads.sums_for(records.pixels, records.sums)
-        if compiled is None:
-            compiled = fused.integer_spreads(records.pixels, records.sums, records.sums_sq)
+    if kernel is not None:
+        compiled = kernel.spreads()
+    elif isinstance(records, IntegerRecords):
+        compiled = fused.integer_spreads(records.pixels, records.sums, records.sums_sq)
     if compiled is None:
         var0 = records.image_variance(0)
         sample = records.image_variance(1)[records.pixels >= 2]

@@ -385,23 +385,31 @@ def test_integer_spreads_leave_to_numpy_what_int64_cannot_hold(pixels, sums, squ
 # 1100x1000 images take the general kernel path.
 @pytest.mark.parametrize("shape", [(2049, 4, 4, 3), (7, 1, 1, 1), (3, 2, 3, 128),
                                    (2, 1100, 1000, 3), (40, 5, 3, 2), (3, 1, 2, 4)])
-def test_spreads_binned_by_the_kernel_are_the_summary_pass(shape, rng, variant):
-    """`KernelSpreads`, binned image by image as the kernel reads, are `integer_spreads` of
-    its records and the oracle's `fixed_sum` of numpy's values, bit for bit, with every
+def test_totals_made_by_the_kernel_are_the_summary_pass(shape, rng, variant):
+    """`KernelTotals`, made image by image as the kernel reads, are `integer_spreads` of
+    its records and the oracle's `fixed_sum` of numpy's values, bit for bit, and the
+    extremes of the images; the records' extremes are numpy's, as float64; with every
     kernel variant."""
     from normstats.maths.exact import fixed_sum
 
     stack = rng.integers(0, 256, size=shape, dtype=np.uint8)
     stack[0] = 7  # a constant image: variance 0
-    sums, squares, _, _, spreads = fused.uint8_moments(stack)
+    sums, squares, lows, highs, kernel = fused.uint8_moments(stack)
     pixels = np.full(len(stack), shape[1] * shape[2], np.int64)
-    assert spreads is not None and spreads.images == len(stack)
-    got = spreads.sums()
+    assert kernel is not None and kernel.images == len(stack)
+    got = kernel.spreads()
     assert got == fused.integer_spreads(pixels, sums, squares)
     for index, expected in enumerate(spread_oracle(pixels, sums, squares)):
         assert got[0][index] == fixed_sum(expected), index
     assert got[1] == [sum(int(v) for v in column) for column in sums.T]
     assert got[2] == [sum(int(v) for v in column) for column in squares.T]
+    per_image = stack.reshape(len(stack), -1, shape[3])
+    assert lows.dtype == highs.dtype == np.float64
+    assert lows.tolist() == per_image.min(axis=1).tolist()
+    assert highs.tolist() == per_image.max(axis=1).tolist()
+    assert kernel.minimum == tuple(float(v) for v in stack.min(axis=(0, 1, 2)))
+    assert kernel.maximum == tuple(float(v) for v in stack.max(axis=(0, 1, 2)))
+    assert kernel.images_ddof1 == (len(stack) if shape[1] * shape[2] >= 2 else 0)
 
 
 def test_kernel_spreads_of_the_largest_significands_stay_exact():
@@ -414,7 +422,7 @@ def test_kernel_spreads_of_the_largest_significands_stay_exact():
 
     stack = np.zeros((4100, 1, 2, 1), np.uint8)
     stack[:, 0, 1, 0] = 181
-    spreads = fused.uint8_moments(stack)[4].sums()[0]
+    spreads = fused.uint8_moments(stack)[4].spreads()[0]
     assert spreads[2] == [int(4100 * Fraction(32761, 4) * 2**FIXED_BITS)]
     assert spreads[0] == [int(4100 * Fraction(181, 2) * 2**FIXED_BITS)]  # std 90.5
 

@@ -93,28 +93,39 @@ MOMENTS = {
                            "read-write"),
     "images not contiguous": ("m.moments(memoryview(bytes(24))[::2], 2, 3, *out(6))",
                               "BufferError", "not C-contiguous"),
-    "spreads without totals": ("m.moments(bytes(12), 2, 3, *out(6), bytearray(5184))",
-                               "TypeError", "spreads and totals go together"),
-    "spreads a byte short": ("m.moments(bytes(12), 2, 3, *out(6), bytearray(5183), "
-                             "bytearray(96))", "ValueError",
-                             "spreads holds 5183 bytes, the kernel expects 5184"),
-    "totals unaligned": ("m.moments(bytes(12), 2, 3, *out(6), bytearray(5184), "
-                         "memoryview(bytearray(97))[1:])", "ValueError",
-                         "totals is not aligned to 8 bytes"),
-    "sums inside the spreads": ("(lambda b: m.moments(bytes(12), 2, 3, memoryview(b)[:48], "
-                                "*out(6)[1:], b, bytearray(96)))(bytearray(5184))",
-                                "ValueError", "sums and spreads share memory"),
-    "read-only totals": ("m.moments(bytes(12), 2, 3, *out(6), bytearray(5184), bytes(96))",
-                         "TypeError", "read-write"),
-    "spreads of two images (the control)": ("m.moments(bytes(12), 2, 3, *out(6), "
-                                            "bytearray(5184), bytearray(96))", "returned",
-                                            "True"),
-    "spreads of images of no pixels, left to numpy": ('m.moments(b"", 2, 3, *out(6), '
-                                                      "bytearray(5184), bytearray(96))",
-                                                      "returned", "False"),
     "two images (the control)": ("m.moments(bytes(12), 2, 3, *out(6))", "returned", "None"),
     "no image": ('m.moments(b"", 0, 3, *out(0))', "returned", "None"),
     "images of no pixels": ('m.moments(b"", 2, 3, *out(6))', "returned", "None"),
+}
+#: records: moments' outputs with float64 lows and highs, then the spreads and totals of
+#: spread_sums (3 channels: 5,184 and 96 bytes) and uint8 extremes (2 x 3); two images of
+#: 2 pixels of 3 channels (12 bytes) is the control.
+def _records(lows="bytearray(48)", spreads="bytearray(5184)", totals="bytearray(96)",
+             extremes="bytearray(6)", images="bytes(12)", count=2):
+    return (f"m.records({images}, {count}, 3, bytearray(48), bytearray(48), {lows}, "
+            f"bytearray(48), {spreads}, {totals}, {extremes})")
+
+
+RECORDS = {
+    "records: lows of uint8": (_records(lows="bytearray(6)"), "ValueError",
+                               "lows holds 6 bytes, the kernel expects 48"),
+    "records: spreads a byte short": (_records(spreads="bytearray(5183)"), "ValueError",
+                                      "spreads holds 5183 bytes, the kernel expects 5184"),
+    "records: totals unaligned": (_records(totals="memoryview(bytearray(97))[1:]"),
+                                  "ValueError", "totals is not aligned to 8 bytes"),
+    "records: extremes a byte long": (_records(extremes="bytearray(7)"), "ValueError",
+                                      "extremes holds 7 bytes"),
+    "records: spreads inside the lows": ("(lambda b: m.records(bytes(12), 2, 3, "
+                                         "bytearray(48), bytearray(48), memoryview(b)[:48], "
+                                         "bytearray(48), b, bytearray(96), bytearray(6)))"
+                                         "(bytearray(5184))", "ValueError",
+                                         "lows and spreads share memory"),
+    "records: read-only extremes": (_records(extremes="bytes(6)"), "TypeError", "read-write"),
+    "records: a count wrapping": (_records(images='b""', count=2**62), "OverflowError",
+                                  "more outputs than memory can hold"),
+    "records: two images (the control)": (_records(), "returned", "True"),
+    "records: images of no pixels, spreads left to numpy": (_records(images='b""'),
+                                                            "returned", "False"),
 }
 BINS = {
     "2**61 columns (8 * columns wraps to 0)":
@@ -290,7 +301,7 @@ PNG = {  # the walk reads its sizes from the bytes: lengths near 2**32 must not 
     "a CRC over bytes not contiguous": ("p.crc32(memoryview(bytes(8))[::2])", "BufferError",
                                         "not C-contiguous"),
 }
-CASES = {**MOMENTS, **BINS, **SPREADS, **RUNNING, **CROSS, **PNG}
+CASES = {**MOMENTS, **RECORDS, **BINS, **SPREADS, **RUNNING, **CROSS, **PNG}
 
 
 @pytest.fixture(scope="module")

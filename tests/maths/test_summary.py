@@ -90,27 +90,28 @@ def test_integer_records_summarise_the_same_with_or_without_the_compiled_spreads
     assert compiled.images_ddof1 == 304 and compiled.std_sum != compiled.std_ddof1_sum
 
 
-def test_the_spreads_the_kernel_binned_as_it_read_are_the_summary(rng, monkeypatch):
-    """Records of a uint8 stack carry the spreads the compiled pass binned as it read the
-    images; the summary takes them (no pass over the records) and they are the exact
-    sums the records give."""
-    from normstats.maths import fused
+def test_the_totals_the_kernel_made_as_it_read_are_the_summary(rng, monkeypatch):
+    """Records of a uint8 stack carry the totals the compiled pass made as it read the
+    images (spreads, extremes); the summary takes them, with no pass over the records,
+    and they are the exact totals the records give."""
+    from normstats.maths import fused, summary
 
     records = records_from_stack(rng.integers(0, 256, (300, 5, 7, 3), dtype=np.uint8))
-    assert records.spreads is not None
+    assert records.kernel_totals is not None
     with_kernel = summarize(records)
     monkeypatch.setattr(fused, "integer_spreads", lambda *arguments: None)  # numpy's way
     assert with_kernel == summarize(records.replaced())
 
     def no_pass(*arguments):
-        raise AssertionError("the summary passed over records whose spreads it holds")
+        raise AssertionError("the summary passed over records whose totals it holds")
     monkeypatch.setattr(fused, "integer_spreads", no_pass)
+    monkeypatch.setattr(summary, "_columns", no_pass)
     assert summarize(records) == with_kernel
 
 
 def test_records_made_from_records_never_carry_stale_spreads(rng):
     """Records made from records (other rows, channels or values) drop the kernel's
-    spreads (`replaced`, `take`, `concat_records`); and spreads that no longer match their
+    totals (`replaced`, `take`, `concat_records`); and totals that no longer match their
     records (other images, pixel counts or sums: made by `dataclasses.replace`, which
     keeps them) are never summed: the summary is that of the records as they stand."""
     from dataclasses import replace
@@ -119,10 +120,10 @@ def test_records_made_from_records_never_carry_stale_spreads(rng):
 
     stack = rng.integers(0, 256, (50, 4, 4, 3), dtype=np.uint8)
     records = records_from_stack(stack)
-    assert records.spreads is not None
-    assert records.take(np.arange(10)).spreads is None
-    assert concat_records([records, records]).spreads is None
-    assert records.replaced(keys=()).spreads is None
+    assert records.kernel_totals is not None
+    assert records.take(np.arange(10)).kernel_totals is None
+    assert concat_records([records, records]).kernel_totals is None
+    assert records.replaced(keys=()).kernel_totals is None
 
     def fresh(changed):  # the changed records' own summary: numpy's way from their values
         return summarize(changed.replaced())
@@ -133,8 +134,8 @@ def test_records_made_from_records_never_carry_stale_spreads(rng):
                     replace(records, sums=records.sums[:, :2], sums_sq=records.sums_sq[:, :2],
                             minimum=records.minimum[:, :2], maximum=records.maximum[:, :2],
                             channel_names=records.channel_names[:2]),
-                    replace(records.take(np.arange(49)), spreads=records.spreads)):
-        assert changed.spreads is records.spreads
+                    replace(records.take(np.arange(49)), kernel_totals=records.kernel_totals)):
+        assert changed.kernel_totals is records.kernel_totals
         assert summarize(changed) == fresh(changed) != summarize(records)
 
 
