@@ -15,6 +15,7 @@ import click
 from normstats_cli.cache import cache_group, cache_setting
 from normstats_cli.compare import compare_command, condition_command
 from normstats_cli.compute_options import (
+    CommandLineKept,
     analysis_flags,
     cache_flags,
     check_compute_arguments,
@@ -22,6 +23,7 @@ from normstats_cli.compute_options import (
     output_flags,
     read_flags,
     read_options_from,
+    refuse_values_of_flags,
     render_result,
     run_flags,
     write_mean_images,
@@ -89,7 +91,7 @@ def main() -> None:
     """Exact per-channel normalization constants of image datasets."""
 
 
-@main.command()
+@main.command(cls=CommandLineKept)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str), metavar="[PATH]...")
 @read_flags
 @run_flags
@@ -127,6 +129,7 @@ def compute(paths: tuple[str, ...], as_json: bool, variant: str, to: str | None,
         if to and as_json:
             raise click.UsageError("--to prints the constants for one framework and --json "
                                    "the whole result: choose one")
+        refuse_values_of_flags(click.get_current_context(), paths)
         options = read_options_from(arguments)
         arguments["cache"] = cache_setting(arguments["cache"], no_cache)
         check_compute_arguments(arguments)

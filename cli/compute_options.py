@@ -19,7 +19,8 @@ from normstats.results.exporters import FORMATS
 from normstats_cli.distributed import scheduler_option
 
 __all__ = ["read_flags", "run_flags", "analysis_flags", "cache_flags", "cache_place_flags",
-           "output_flags", "read_options_from", "check_compute_arguments", "render_result",
+           "output_flags", "read_options_from", "check_compute_arguments",
+           "CommandLineKept", "refuse_values_of_flags", "render_result",
            "render_export", "mean_image_files", "write_mean_images", "MEAN_IMAGE_FILES",
            "MODES", "LAYOUTS"]
 
@@ -183,6 +184,44 @@ def check_compute_arguments(arguments: dict[str, Any]) -> None:
         check_arguments(**given)
     except InvalidOptionError as error:
         raise click.UsageError(str(error)) from None
+
+
+class CommandLineKept(click.Command):
+    """A command that keeps its arguments as typed (``ctx.meta["typed"]``): what a message
+    about a mistake quotes (`refuse_values_of_flags`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["typed"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+def refuse_values_of_flags(ctx: click.Context, paths: tuple[str, ...]) -> None:
+    """A PATH typed right after an on/off flag that names no file or folder was meant as
+    the flag's value (``--percentiles 1 99``, ``--covariance true``): say so (exit status
+    2), where the run would have said only that the path does not exist.
+
+    Examples
+    --------
+    >>> @click.command(cls=CommandLineKept)
+    ... @click.argument("paths", nargs=-1)
+    ... @click.option("--percentiles", is_flag=True)
+    ... def command(paths, percentiles):
+    ...     refuse_values_of_flags(click.get_current_context(), paths)
+    >>> command(["images", "--percentiles", "99"], standalone_mode=False)
+    Traceback (most recent call last):
+    click.exceptions.UsageError: --percentiles is an on/off flag and takes no value: '99', \
+read as a PATH, is no file or folder
+    """
+    import os
+
+    typed = ctx.meta.get("typed", [])
+    flags = {name for param in ctx.command.params
+             if isinstance(param, click.Option) and param.is_flag for name in param.opts}
+    for before, token in zip(typed, typed[1:]):
+        if before in flags and token in paths and "://" not in token and \
+                not any(c in token for c in "*?[{") and not os.path.exists(token):
+            raise click.UsageError(f"{before} is an on/off flag and takes no value: "
+                                   f"{token!r}, read as a PATH, is no file or folder")
 
 
 #: The flags that name a file for an array of the result, and what each array is.

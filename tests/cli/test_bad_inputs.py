@@ -65,6 +65,11 @@ CASES = [
     (["compute", "{w}/labels.parquet"], 1, "no image column"),
     (["compute", "{w}/cut.parquet"], 1, "not a readable Parquet file"),
     (["compute"], 2, "give PATH, or --manifest NAME --root DIR"),
+    # a value typed after an on/off flag, read as a PATH (said only "no such file or folder")
+    (["compute", "{w}/images", "--percentiles", "99"], 2,
+     "--percentiles is an on/off flag and takes no value: '99', read as a PATH, is no file"),
+    (["compute", "--covariance", "true", "{w}/images"], 2,
+     "--covariance is an on/off flag and takes no value: 'true'"),
     # compute: option values
     (["compute", "{w}/images", "--workers", "0"], 2, "'--workers': 0 is not in the range"),
     (["compute", "{w}/images", "--task-size", "0"], 2, "'--task-size': 0 is not in the range"),

@@ -138,3 +138,19 @@ def test_verify_caches_where_it_is_told(png_folder, tmp_path, user_cache_in_a_te
     assert both.exit_code == 2 and "and --no-cache neither: choose one" in both.output
     default = CliRunner().invoke(main, verify)
     assert default.exit_code == 0 and user_cache_in_a_temporary_folder.exists()
+
+
+def test_a_path_after_an_on_off_flag_is_read_when_it_exists(tmp_path, monkeypatch):
+    """A folder named like a value (``2``) after ``--by-folder`` is a PATH: only a token
+    that names nothing is taken for a value the flag cannot have."""
+    from PIL import Image
+
+    (tmp_path / "2").mkdir()
+    Image.fromarray(np.full((4, 4, 3), 9, np.uint8)).save(tmp_path / "2" / "a.png")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["compute", "--by-folder", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["images"] == 1
+    refused = CliRunner().invoke(main, ["compute", "--by-folder", "3", "2"])
+    assert refused.exit_code == 2
+    assert "--by-folder is an on/off flag and takes no value: '3'" in refused.output
