@@ -86,8 +86,31 @@ def parse_format(format: str | None) -> str | None:
     from normstats.sources.detect import FORMATS  # the readers load only when named
 
     if not isinstance(format, str) or format.lower() not in FORMATS:
-        raise InvalidOptionError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+        raise InvalidOptionError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}"
+                                 + _result_format_hint(format))
     return format.lower()
+
+
+#: Names of ways to print a result, which users give ``format`` (``--format``) meaning the
+#: result's: it names the dataset's files.
+_RESULT_FORMATS = ("json", "csv", "yaml", "yml", "toml", "text", "txt", "table", "markdown")
+
+
+def _result_format_hint(format: object) -> str:
+    """The hint for a format of the result given where the dataset's belongs.
+
+    Examples
+    --------
+    >>> "stats.to_json()" in _result_format_hint("JSON")
+    True
+    >>> _result_format_hint("png")
+    ''
+    """
+    if not isinstance(format, str) or format.lower() not in _RESULT_FORMATS:
+        return ""
+    return (" (the format of the dataset's files; the result as JSON is stats.to_json(), "
+            "--json on the command line, and in a framework's words stats.to(FRAMEWORK), "
+            "--to FRAMEWORK)")
 
 
 def _parse_flag(value: bool, option: str) -> bool:
