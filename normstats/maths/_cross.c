@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_images_ahead.h"
+
 /* The AVX-512 VBMI kernel of three channels needs gcc 8 or clang 7 on x86-64.
  * NORMSTATS_PORTABLE_ONLY: build as on another architecture (for tests of the build). */
 #if defined(__x86_64__) && !defined(NORMSTATS_PORTABLE_ONLY) && \
@@ -341,9 +343,12 @@ static PyObject *cross(PyObject *self, PyObject *args) {
         const uint8_t *base = images.buf;
         int64_t *out = sums.buf;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t n = 0; n < count; n++)
+        const Py_ssize_t ahead = images_ahead(count, row_bytes);
+        for (Py_ssize_t n = 0; n < count; n++) {
+            fetch_image_ahead(base, n, ahead, count, row_bytes);
             cross_image(base + n * row_bytes, row_bytes, channels, out + n * pairs, acc,
                         pair_of, pad);
+        }
         Py_END_ALLOW_THREADS
         PyMem_RawFree(acc);
         PyMem_RawFree(pair_of);

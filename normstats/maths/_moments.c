@@ -70,6 +70,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_images_ahead.h"
+
 /* The vector kernels need gcc 8 or clang 7 (AVX512-VNNI targets) on x86-64.
  * NORMSTATS_PORTABLE_ONLY: build as on another architecture (for tests of the build). */
 #if defined(__x86_64__) && !defined(NORMSTATS_PORTABLE_ONLY) && \
@@ -1314,7 +1316,9 @@ static int run_moments(const variant_t *variant, int every_row, const uint8_t *b
                          memory + 2 * 4 * layout->period + layout->period,
                          base + count * row_bytes};
         memset(memory, 0, (size_t)(2 * 4 * layout->period)); /* the sums and squares */
+        const Py_ssize_t ahead = images_ahead(count, row_bytes);
         for (Py_ssize_t n = 0; n < count; n++) {
+            fetch_image_ahead(base, n, ahead, count, row_bytes);
             variant->image(&lanes, base + n * row_bytes, row_bytes, sum_out + n * channels,
                            sq_out + n * channels, IMAGE_LOWS, IMAGE_HIGHS);
             if (pass != NULL)

@@ -59,6 +59,18 @@ def test_uint8_cross_sums_are_the_python_int_sums(rng, kernel, channels, size):
     assert integer_cross_sums(stack).tolist() == python_cross_sums(stack)
 
 
+@pytest.mark.parametrize("shape", [(400, 32, 32, 3), (1500, 28, 28, 2)])
+def test_uint8_cross_sums_of_calls_that_ask_for_images_ahead(rng, kernel, shape):
+    """Calls past 1 MB of small images ask for the images ahead (_images_ahead.h) up to
+    the last one: the sums are the Python int sums, last image included."""
+    stack = rng.integers(0, 256, shape, dtype=np.uint8)
+    expected = python_cross_sums(stack[-3:])
+    assert integer_cross_sums(stack)[-3:].tolist() == expected
+    assert integer_cross_sums(stack).sum(axis=0).tolist() == \
+        np.einsum("nhwc,nhwd->cd", stack.astype(np.int64), stack.astype(np.int64))[
+            np.triu_indices(shape[3], 1)].tolist()
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16", "int8", "bool"])
 @pytest.mark.parametrize("channels", [2, 3, 4])
 def test_cross_sums_of_every_integer_dtype_through_both_paths(rng, monkeypatch, dtype,

@@ -48,9 +48,11 @@ def test_the_compiled_kernel_is_built_with_the_install():
     assert fused.available() and callable(_moments.moments)
 
 
+# (400, 32, 32, 3) and (1500, 28, 28, 1): calls past 1 MB of small images, which ask for
+# the images ahead (IMAGES_AHEAD_BYTES), up to the last one
 @pytest.mark.parametrize("shape", [(3, 5, 7, 3), (2, 1, 1, 1), (1, 33, 31, 4), (2, 9, 11, 2),
                                    (1, 1100, 1000, 3), (4, 300, 300, 1), (2, 257, 256, 3),
-                                   (5, 3, 3, 1)])
+                                   (5, 3, 3, 1), (400, 32, 32, 3), (1500, 28, 28, 1)])
 def test_compiled_kernel_equals_the_numpy_kernels(shape, rng, variant):
     stack = rng.integers(0, 256, size=shape, dtype=np.uint8)
     sums, squares, low, high, _ = fused.uint8_moments(stack)
