@@ -8,7 +8,9 @@ normstats' exact steps:
   skipped): a block becomes the per-image records of the pixels it holds (one vectorised
   `stack_records` call: pixel counts, Σx and Σx² as int64 or float64 mean and M2, minimum,
   maximum). A block holding whole images becomes a `Part` at once: the records of its
-  images, with those holding NaN or inf left out by position.
+  images, with those holding NaN or inf left out by position, or their exact `Summary`
+  where the compiled pass made its totals as it read the block (uint8: microseconds, so
+  the combines above merge summaries, not records).
 - **combine** (``split_every``: every H, W and C block of 8 N-chunks, then 8 parts at a
   time): the records of the blocks holding the same images merge first (along H and W
   integer sums add exactly, float moments by Chan's pairwise update in float64; along C
@@ -211,7 +213,21 @@ def _chunk(block: np.ndarray, lost: np.ndarray | None = None, *, plan: Plan) -> 
     with np.errstate(invalid="ignore", over="ignore"), cross_sums_wanted(plan.cross):
         records = stack_records(np.asarray(block))  # NaN images are named, then dropped
     skipped = () if lost is None else lost.item()
-    return boxed(_image_part(records, plan, skipped) if plan.whole else records)
+    if not plan.whole:
+        return boxed(records)
+    part = _image_part(records, plan, skipped)
+    if not plan.collect and _summarized_as_read(part.value):
+        # the pass that read the block made its totals: its summary costs microseconds
+        # here, where summarising 8 blocks' records in a combine costs milliseconds with
+        # the GIL held (the GIL is what reading a zarr store runs short of)
+        part = replace(part, value=summarize(part.value))
+    return boxed(part)
+
+
+def _summarized_as_read(records: Records | None) -> bool:
+    """True for records whose exact summary the compiled pass made as it read them."""
+    kernel = getattr(records, "kernel_totals", None)
+    return kernel is not None and kernel.covers(records.pixels, records.sums)
 
 
 def _n_chunk_part(cells: list, plan: Plan) -> Part:
@@ -243,8 +259,9 @@ def merge_parts(parts: list[Part]) -> Part:
             values.append(part.value)
     if not values:
         value = None
-    elif all(isinstance(v, Summary) for v in values):
-        value = reduce(Summary.merge, values)
+    elif any(isinstance(v, Summary) for v in values):
+        value = reduce(Summary.merge, [v if isinstance(v, Summary) else summarize(v)
+                                       for v in values])
     else:
         value = concat_records(values)
     return Part(rows, value, tuple(dropped), tuple(skipped))

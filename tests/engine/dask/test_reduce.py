@@ -139,3 +139,23 @@ def test_reduce_lazy_refuses_what_it_cannot_reduce_lazily(stack):
         normstats.reduce_lazy(stack)
     with pytest.raises(InvalidOptionError, match="vectors"):
         normstats.reduce_lazy(da.zeros((10, 3), chunks=5))
+
+
+def test_blocks_summarised_as_read_merge_with_blocks_still_in_records(stack):
+    """A chunk step summarises its block at once when the compiled pass made the totals
+    (`_chunk`), and leaves it as records otherwise (the numpy kernel; a pass whose spreads
+    numpy must compute): a combine given both merges them into the same exact summary."""
+    from normstats.engine.dask.reduce import Part, merge_parts
+    from normstats.maths.records import concat_records
+    from normstats.maths.summary import summarize
+    from normstats.sources.arrays import stack_records
+
+    first, second = stack_records(stack[:25]), stack_records(stack[25:])
+    whole = summarize(concat_records([first, second]))
+    for parts in ([Part(25, summarize(first)), Part(15, second)],
+                  [Part(25, first), Part(15, summarize(second))]):
+        merged = merge_parts(parts)
+        assert merged.rows == 40
+        assert merged.value == whole
+    assert whole.images == 40 and whole.moments.total == tuple(
+        int(stack[..., c].astype(np.int64).sum()) for c in range(3))
