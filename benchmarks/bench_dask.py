@@ -85,11 +85,15 @@ def zarr_rows(quick: bool, folder: Path) -> list[dict]:
     # task (zarr's getitem of one chunk) and dropped, nothing concatenated
     dropped = lazy.map_blocks(lambda block: np.zeros((1, 1, 1, 1), np.uint8),
                               chunks=(1, 1, 1, 1), dtype=np.uint8)
-    zarr_run, read_dask, read_zarr, read_dropped = measure_alternated([
+    # an array derived from the store (by a step that does nothing) is no longer read by
+    # zarr itself (`normstats.sources.zarr_chunks.zarr_read_by`): the Dask reduction
+    derived = lazy.map_blocks(_unchanged, dtype=np.uint8)
+    zarr_run, read_dask, read_zarr, read_dropped, graph_run = measure_alternated([
         lambda: normstats.compute(lazy, scheduler="threads", workers=2),
         lambda: lazy.compute(scheduler="threads", num_workers=2),
         lambda: opened[:],
-        lambda: dropped.compute(scheduler="threads", num_workers=2)], 7)
+        lambda: dropped.compute(scheduler="threads", num_workers=2),
+        lambda: normstats.compute(derived, scheduler="threads", workers=2)], 7)
     raw_run = measure(lambda: normstats.compute(uncompressed, scheduler="threads", workers=2),
                       7)
     split_run = measure(lambda: normstats.compute(split, scheduler="threads", workers=2), 5)
@@ -102,12 +106,18 @@ def zarr_rows(quick: bool, folder: Path) -> list[dict]:
         _row(group, "reading the store only: zarr's own slice store[:]", read_zarr, n, None),
         _row(group, "reading the store only: each chunk by a Dask task, then dropped, 2 threads",
              read_dropped, n, None),
+        _row(group, "normstats.compute(da.from_zarr(store).map_blocks(unchanged)): the Dask "
+             "reduction, 2 threads", graph_run, n, _numbers(graph_run[3]) == exact),
         _row(group, "normstats.compute(da.from_zarr(uncompressed store)), 2 threads", raw_run, n,
              _numbers(raw_run[3]) == exact),
         _row(group, "normstats.compute(same, rechunked along H), 2 threads", split_run, n,
              _numbers(split_run[3]) == exact),
         _row(group, "dask.array mean/std, astype(float64), 2 threads", peer, n, None),
     ]
+
+
+def _unchanged(block: np.ndarray) -> np.ndarray:
+    return block
 
 
 def dask_image_mean_std(root: Path) -> tuple:
@@ -221,6 +231,7 @@ def bench_dask(quick: bool) -> dict:
         "dask_read_s": next(r["min_s"] for r in rows if "Dask task" in r["name"]),
         "zarr_best_s": next(r["min_s"] for r in rows
                             if r["name"] == "normstats.compute(da.from_zarr(store)), 2 threads"),
+        "graph_best_s": next(r["min_s"] for r in rows if "the Dask reduction" in r["name"]),
         "vs_dask_image": by_name["dask-image imread + dask.array mean/std float64, 2 processes"]
         / by_name["normstats.compute(images(folder)), 2 processes"],
         "vs_dask_array": by_name["dask.array mean/std, astype(float64), 2 threads"] / zarr_s,
@@ -231,6 +242,8 @@ def bench_dask(quick: bool) -> dict:
     }
     values["zarr_vs_read"] = values["zarr_best_s"] / values["read_s"]
     values["zarr_vs_dask_read"] = values["zarr_best_s"] / values["dask_read_s"]
+    values["graph_vs_dask_read"] = values["graph_best_s"] / values["dask_read_s"]
+    values["graph_vs_read"] = values["graph_best_s"] / values["read_s"]
     values["dask_read_vs_read"] = values["dask_read_s"] / values["read_s"]
     return {"title": "Dask arrays in and out", "tables": {"main": {"columns": COLUMNS,
                                                                     "rows": cells}},
@@ -238,16 +251,16 @@ def bench_dask(quick: bool) -> dict:
 
 
 def goals(values: dict) -> list[dict]:
-    """The section's goals, from its measured ``values``. Reading the store through Dask
-    (no reduction) is the floor of any reduction through Dask, against zarr's own read."""
+    """The section's goals, from its measured ``values``. ``compute(da.from_zarr(store))``
+    is read by zarr itself; reading the store through Dask (no reduction) is the floor of
+    a reduction through Dask, that of an array derived from the store."""
     return [goal("compute(da.from_zarr) within 15% of merely reading the store (best of 7, "
                  "alternated; the faster of dz.compute() and zarr's slice)",
-                 values["zarr_vs_read"], "<=", 1.15, "{:.2f}×",
-                 floor=("the Dask read of the store alone",
-                        values["dask_read_vs_read"])),
-            goal("same, within 15% of reading the store through Dask (each chunk read by a "
-                 "Dask task and dropped: the floor of any Dask reduction; best of 7, alternated)",
-                 values["zarr_vs_dask_read"], "<=", 1.15, "{:.2f}×"),
+                 values["zarr_vs_read"], "<=", 1.15, "{:.2f}×"),
+            goal("a Dask reduction of the store (an array derived from it) within 15% of "
+                 "reading the store through Dask (each chunk read by a Dask task and dropped: "
+                 "the floor of any Dask reduction; best of 7, alternated)",
+                 values["graph_vs_dask_read"], "<=", 1.15, "{:.2f}×"),
             goal("same, ≥ 20× dask.array mean/std", values["vs_dask_array"], ">=", 20,
                  "{:.1f}×"),
             goal("compute(images(folder)) within 15% of compute(folder)",

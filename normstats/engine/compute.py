@@ -22,6 +22,7 @@ from normstats.sources.base import TaskResult
 from normstats.sources.labelled import unlabelled
 from normstats.sources.opening import image_folder
 from normstats.sources.options import ReadOptions
+from normstats.sources.zarr_chunks import zarr_read_by
 
 if TYPE_CHECKING:  # the cache's modules load only for a cached run
     from normstats.engine.cache.run import EarlyOpening
@@ -62,7 +63,7 @@ def compute_stats(data: Any, options: ReadOptions, *, workers: int | None = None
     >>> stats.images, stats.channels, round(stats.mean[0], 2)
     (100, ('c0', 'c1', 'c2'), 0.5)
     """
-    data, options, on_dask = dask_reduced(data, options)
+    data, options, on_dask = dask_reduced(data, options, scheduler)
     layout, scale, channels = options.layout, options.scale, options.channels
     if on_dask and options.nodata is not None:
         raise InvalidOptionError(
@@ -118,13 +119,17 @@ def _computed(source: Any, options: ReadOptions, early: EarlyOpening | None, *,
                    cache_checked=outcome.check.checked, cache_changed=outcome.check.changed)
 
 
-def dask_reduced(data: Any, options: ReadOptions) -> tuple[Any, ReadOptions, bool]:
+def dask_reduced(data: Any, options: ReadOptions, scheduler: Any = None
+                 ) -> tuple[Any, ReadOptions, bool]:
     """What the engine reads of ``data``, and whether it is a Dask array of images that is
     reduced on its own graph (True) rather than through a source's tasks.
 
     An xarray ``DataArray`` becomes its array (in its layout); a zarr array with missing
     chunks allowed, the source that fills them; an untouched `normstats.images` array,
-    its source (one engine reads it: pipeline, cache, cluster).
+    its source (one engine reads it: pipeline, cache, cluster); a Dask array that only
+    reads a zarr array (``da.from_zarr(store)``), that zarr array when ``scheduler`` runs
+    here (not on a cluster): zarr's own slices of several chunks read it faster than a
+    Dask task a chunk, 0.88 of the time on 50,000 32x32x3 images in 25 chunks.
 
     Examples
     --------
@@ -147,6 +152,17 @@ def dask_reduced(data: Any, options: ReadOptions) -> tuple[Any, ReadOptions, boo
 
     if is_dask_array(data) and untouched_source(data) is not None:
         return untouched_source(data), options, False  # an images() array as made
+    if is_dask_array(data) and _runs_here(scheduler) and zarr_read_by(data) is not None:
+        return zarr_read_by(data), options, False
     on_dask = is_dask_array(data) and \
         (options.layout or detect_layout(tuple(data.shape))) != "NC"
     return data, options, on_dask
+
+
+def _runs_here(scheduler: Any) -> bool:
+    """True when ``scheduler`` computes in this process (threads, processes, sync, or
+    Dask's default with no ``distributed.Client`` made the default)."""
+    from normstats.engine.cluster import default_client, is_distributed
+
+    return not is_distributed(scheduler) and (scheduler is not None or
+                                              default_client() is None)

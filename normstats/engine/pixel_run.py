@@ -238,7 +238,7 @@ def compute_with_pixels(data: Any, options: ReadOptions | None, wants: tuple[str
     from normstats.engine.compute import compute_stats, dask_reduced
     from normstats.sources import open_source
 
-    data, options, on_dask = dask_reduced(data, options or ReadOptions())
+    data, options, on_dask = dask_reduced(data, options or ReadOptions(), run.get("scheduler"))
     if on_dask and "histogram" not in wants:  # the mean image as a Dask reduction too
         from normstats.engine.dask.mean_image import compute_dask_with_mean_image
 

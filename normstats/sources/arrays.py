@@ -56,12 +56,17 @@ from normstats.maths.records import (
     wants_cross_sums,
 )
 from normstats.sources.base import Task, TaskResult, split_evenly
-from normstats.sources.zarr_chunks import holes_in, read_rows, with_absolute_store
+from normstats.sources.zarr_chunks import (
+    holes_in,
+    is_zarr_array,
+    read_rows,
+    with_absolute_store,
+)
 
 __all__ = ["ArraySource", "ArrayTask", "detect_layout", "check_layout", "parse_layout",
            "layout_of",
            "not_an_array_reason",
-           "split_staggered",
+           "split_staggered", "split_at_chunks",
            "LAYOUTS", "open_array",
            "stack_records", "usable_rows", "is_zarr_folder", "check_axes",
            "with_known_lengths"]
@@ -73,6 +78,8 @@ _CHANNEL_COUNTS = (1, 3, 4)
 log = logging.getLogger(__name__)
 _TASK_BYTES = 64 << 20
 _TASKS_PER_WORKER = 1
+#: A zarr array's task: whole chunks (or shards), about this many bytes (`split_at_chunks`).
+_ZARR_TASK_BYTES = 16 << 20
 
 
 def detect_layout(shape: tuple[int, ...]) -> str:
@@ -486,6 +493,9 @@ class ArraySource:
             enough = math.ceil(count / (_TASKS_PER_WORKER * max(1, workers)))
             bounds = split_staggered(count, workers,
                                      max(1, min(_TASK_BYTES // per_image, enough)))
+            if is_zarr_array(self.array) and self.layout not in _SINGLE:
+                bounds = split_at_chunks(count, _rows_decoded_together(self.array),
+                                         per_image, workers)
         else:
             bounds = split_evenly(count, task_size)
         # a path is reopened where the task runs: absolute, for a cluster's workers
@@ -494,6 +504,37 @@ class ArraySource:
         name = self.path or "array"
         return [ArrayTask(data, a, b, self.layout, name, self.channel_names, self.nodata,
                           self.mask) for a, b in bounds]
+
+
+def _rows_decoded_together(array: Any) -> int:
+    """Images (axis-0 rows) of a zarr array's chunk, or of its shard when sharded."""
+    shape = getattr(array, "shards", None) or array.chunks
+    return max(1, int(shape[0]))
+
+
+def split_at_chunks(count: int, rows: int, per_image: int, workers: int
+                    ) -> list[tuple[int, int]]:
+    """Cut ``range(count)`` into tasks of whole chunks of ``rows`` images (``per_image``
+    bytes each): about `_ZARR_TASK_BYTES` a task, two tasks a worker at least.
+
+    A task that began or ended inside a chunk would decode that chunk once more (a 24th of
+    the work with 25 chunks and 3 tasks), and a task of many chunks leaves the workers to
+    decode and then reduce in step. On 50,000 32x32x3 images in 25 chunks of 2,000 (zstd),
+    2 threads, tasks of 2 chunks took 0.85 of the time of 3 tasks of 12,500 images, tasks
+    of 1 chunk 1.0 to 1.07 and of 4 chunks 0.90 (best of 9 alternated rounds, a 2-core
+    Xeon).
+
+    Examples
+    --------
+    >>> split_at_chunks(10_000, 2_000, 12_288, 2)  # 2 chunks of 24 MB: 16 MB tasks hold 1
+    [(0, 2000), (2000, 4000), (4000, 6000), (6000, 8000), (8000, 10000)]
+    >>> split_at_chunks(10, 3, 1, 2)  # small chunks: two tasks a worker
+    [(0, 3), (3, 6), (6, 9), (9, 10)]
+    """
+    chunks = math.ceil(count / rows)
+    per_task = min(_ZARR_TASK_BYTES // (rows * per_image), math.ceil(chunks / (2 * workers)))
+    step = max(1, per_task) * rows
+    return [(start, min(count, start + step)) for start in range(0, count, step)]
 
 
 def split_staggered(count: int, workers: int, task_size: int) -> list[tuple[int, int]]:

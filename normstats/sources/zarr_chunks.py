@@ -22,8 +22,8 @@ import numpy as np
 from normstats.errors import InvalidOptionError, UnreadableInputError, numbered
 
 __all__ = ["MissingChunks", "is_zarr_array", "missing_chunks", "holes_in", "failing_chunk",
-           "store_name", "read_rows", "zarr_arrays_in_graph", "with_absolute_store",
-           "refuse_relative_stores"]
+           "store_name", "read_rows", "zarr_arrays_in_graph", "zarr_read_by",
+           "with_absolute_store", "refuse_relative_stores"]
 
 #: Missing chunk keys and image ranges a message names; the rest are counted.
 _NAMED = 3
@@ -190,6 +190,37 @@ def zarr_arrays_in_graph(x: Any) -> list[Any]:
                 if is_zarr_array(value):
                     found[id(value)] = value
     return list(found.values())
+
+
+def zarr_read_by(x: Any) -> Any:
+    """The zarr array that Dask array ``x`` reads whole and does nothing else to (as
+    ``da.from_zarr(store)`` or ``da.from_array(zarr_array)`` make it), else None.
+
+    Such an array is read faster by zarr's own slices of several chunks, which zarr
+    decodes concurrently, than by one Dask task a chunk (`normstats.compute` reads it so
+    on a local scheduler). Anything done to it (a slice, an operation, a ``rechunk``)
+    adds a layer to its graph, and it is no longer found.
+
+    Examples
+    --------
+    >>> import zarr, dask.array as da
+    >>> z = zarr.create_array({}, shape=(4, 2), chunks=(2, 2), dtype="uint8")
+    >>> zarr_read_by(da.from_zarr(z)) is z, zarr_read_by(da.from_zarr(z)[:2])
+    (True, None)
+    """
+    layers = getattr(getattr(x, "dask", None), "layers", None)
+    if not layers or len(layers) != 2 or x.name not in layers:
+        return None
+    from dask.array.core import getter
+    from dask.blockwise import Blockwise
+
+    reader = layers[x.name]
+    (array,) = zarr_arrays_in_graph(x) or (None,)
+    made_by = getattr(getattr(reader, "task", None), "func", None)
+    if not isinstance(reader, Blockwise) or made_by is not getter or array is None:
+        return None
+    same = tuple(x.shape) == tuple(array.shape) and np.dtype(x.dtype) == array.dtype
+    return array if same else None
 
 
 def missing_chunks(array: Any) -> MissingChunks | None:

@@ -12,7 +12,13 @@ from oracle import integer_mean_std, numbers
 
 import normstats
 from normstats import InvalidOptionError, NormstatsError
-from normstats.sources.arrays import ArraySource, detect_layout, split_staggered, stack_records
+from normstats.sources.arrays import (
+    ArraySource,
+    detect_layout,
+    split_at_chunks,
+    split_staggered,
+    stack_records,
+)
 from normstats.sources.zarr_chunks import missing_chunks
 
 
@@ -206,6 +212,63 @@ def test_arrays_are_cut_into_staggered_tasks_unless_a_task_size_is_given():
     assert [t.size for t in source.tasks(10_000, workers=2)] == [10_000] * 5
     large = ArraySource(np.zeros((100_000, 32, 32, 3), np.uint8)).tasks(workers=2)
     assert [t.size for t in large] == [10_000, *[20_000] * 4, 10_000]  # 61 MB at most
+
+
+@pytest.mark.parametrize(("count", "rows", "per_image", "workers"), [
+    (50_000, 2_000, 3_072, 2), (10, 3, 1, 2), (7, 10, 1, 4), (1_000, 1, 40_000_000, 2),
+    (999, 100, 64, 1)])
+def test_zarr_tasks_are_whole_chunks_covering_every_image_once(count, rows, per_image,
+                                                                workers):
+    """No task starts or stops inside a chunk (which two tasks would then both decode);
+    about 16 MB a task and two tasks a worker where the chunks allow."""
+    tasks = split_at_chunks(count, rows, per_image, workers)
+    assert tasks[0][0] == 0 and tasks[-1][1] == count
+    assert all(a[1] == b[0] for a, b in zip(tasks, tasks[1:]))
+    assert all(start % rows == 0 for start, _ in tasks)
+    chunks = -(-count // rows)
+    assert len(tasks) >= min(chunks, 2 * workers)
+    assert all(stop - start <= max(rows, (16 << 20) // per_image) for start, stop in tasks)
+
+
+def test_a_zarr_array_is_read_in_tasks_of_whole_chunks_or_shards(tmp_path, rng):
+    images = rng.integers(0, 256, (50, 4, 4, 3), dtype=np.uint8)
+    plain = zarr.create_array(tmp_path / "plain.zarr", shape=images.shape,
+                              chunks=(6, 4, 4, 3), dtype="uint8")
+    sharded = zarr.create_array(tmp_path / "sharded.zarr", shape=images.shape,
+                                chunks=(2, 4, 4, 3), shards=(8, 4, 4, 3), dtype="uint8")
+    reference = numbers(normstats.compute(images))
+    for array, rows in ((plain, 6), (sharded, 8)):
+        array[:] = images
+        bounds = [(t.start, t.stop) for t in ArraySource(array).tasks(workers=2)]
+        assert all(start % rows == 0 for start, _ in bounds) and bounds[-1][1] == 50
+        assert numbers(normstats.compute(array, workers=2)) == reference
+
+
+def test_a_dask_array_that_only_reads_a_zarr_array_is_read_by_zarr_here(tmp_path, rng):
+    """``da.from_zarr(store)`` on a local scheduler: zarr's own reads, no Dask task; any
+    operation on it, or a cluster, keeps it a Dask reduction. The same numbers."""
+    from dask.callbacks import Callback
+
+    from normstats.engine.compute import dask_reduced
+    from normstats.sources.options import ReadOptions
+
+    images = rng.integers(0, 256, (30, 4, 5, 3), dtype=np.uint8)
+    store = zarr.create_array(tmp_path / "x.zarr", shape=images.shape, chunks=(7, 4, 5, 3),
+                              dtype="uint8")
+    store[:] = images
+    reference = numbers(normstats.compute(images))
+    ran = []
+    with Callback(pretask=lambda key, *_: ran.append(key)):
+        for lazy in (da.from_zarr(str(tmp_path / "x.zarr")), da.from_array(store)):
+            for scheduler in (None, "threads", "sync"):
+                assert numbers(normstats.compute(lazy, scheduler=scheduler)) == reference
+        assert ran == []
+        derived = da.from_zarr(store)[:30:1] + 0
+        assert numbers(normstats.compute(derived, scheduler="threads")) == reference
+        assert ran != []
+    options = ReadOptions()
+    assert dask_reduced(da.from_zarr(store), options, "threads")[0] is store
+    assert dask_reduced(da.from_zarr(store), options, "tcp://127.0.0.1:8786")[2] is True
 
 
 def test_dask_arrays_of_unknown_lengths_are_read_where_a_source_cuts_rows(rng):
