@@ -88,12 +88,17 @@ def zarr_rows(quick: bool, folder: Path) -> list[dict]:
     # an array derived from the store (by a step that does nothing) is no longer read by
     # zarr itself (`normstats.sources.zarr_chunks.zarr_read_by`): the Dask reduction
     derived = lazy.map_blocks(_unchanged, dtype=np.uint8)
-    zarr_run, read_dask, read_zarr, read_dropped, graph_run = measure_alternated([
-        lambda: normstats.compute(lazy, scheduler="threads", workers=2),
-        lambda: lazy.compute(scheduler="threads", num_workers=2),
-        lambda: opened[:],
-        lambda: dropped.compute(scheduler="threads", num_workers=2),
-        lambda: normstats.compute(derived, scheduler="threads", workers=2)], 7)
+    # normstats' own bound there: each chunk read by a Dask task and passed once by the
+    # compiled kernel (its records and their summary), dropped, no reduction graph above
+    passed = lazy.map_blocks(_kernel_only, chunks=(1, 1, 1, 1), dtype=np.uint8)
+    zarr_run, read_dask, read_zarr, read_dropped, graph_run, read_passed = \
+        measure_alternated([
+            lambda: normstats.compute(lazy, scheduler="threads", workers=2),
+            lambda: lazy.compute(scheduler="threads", num_workers=2),
+            lambda: opened[:],
+            lambda: dropped.compute(scheduler="threads", num_workers=2),
+            lambda: normstats.compute(derived, scheduler="threads", workers=2),
+            lambda: passed.compute(scheduler="threads", num_workers=2)], 7)
     raw_run = measure(lambda: normstats.compute(uncompressed, scheduler="threads", workers=2),
                       7)
     split_run = measure(lambda: normstats.compute(split, scheduler="threads", workers=2), 5)
@@ -108,6 +113,8 @@ def zarr_rows(quick: bool, folder: Path) -> list[dict]:
              read_dropped, n, None),
         _row(group, "normstats.compute(da.from_zarr(store).map_blocks(unchanged)): the Dask "
              "reduction, 2 threads", graph_run, n, _numbers(graph_run[3]) == exact),
+        _row(group, "reading the store only: each chunk by a Dask task, passed by normstats' "
+             "kernel alone, then dropped, 2 threads", read_passed, n, None),
         _row(group, "normstats.compute(da.from_zarr(uncompressed store)), 2 threads", raw_run, n,
              _numbers(raw_run[3]) == exact),
         _row(group, "normstats.compute(same, rechunked along H), 2 threads", split_run, n,
@@ -118,6 +125,15 @@ def zarr_rows(quick: bool, folder: Path) -> list[dict]:
 
 def _unchanged(block: np.ndarray) -> np.ndarray:
     return block
+
+
+def _kernel_only(block: np.ndarray) -> np.ndarray:
+    """A block's records and exact summary (the compiled pass), then dropped."""
+    from normstats.maths.summary import summarize
+    from normstats.sources.arrays import stack_records
+
+    summarize(stack_records(block))
+    return np.zeros((1, 1, 1, 1), np.uint8)
 
 
 def dask_image_mean_std(root: Path) -> tuple:
@@ -228,7 +244,8 @@ def bench_dask(quick: bool) -> dict:
             by_name["normstats.compute(da.from_zarr(uncompressed store)), 2 threads"] / array,
         "read_s": min(r["min_s"] for r in rows if r["name"].startswith("reading the store")
                       and "Dask task" not in r["name"]),
-        "dask_read_s": next(r["min_s"] for r in rows if "Dask task" in r["name"]),
+        "dask_read_s": next(r["min_s"] for r in rows if "Dask task, then dropped" in r["name"]),
+        "kernel_read_s": next(r["min_s"] for r in rows if "kernel alone" in r["name"]),
         "zarr_best_s": next(r["min_s"] for r in rows
                             if r["name"] == "normstats.compute(da.from_zarr(store)), 2 threads"),
         "graph_best_s": next(r["min_s"] for r in rows if "the Dask reduction" in r["name"]),
@@ -244,6 +261,7 @@ def bench_dask(quick: bool) -> dict:
     values["zarr_vs_dask_read"] = values["zarr_best_s"] / values["dask_read_s"]
     values["graph_vs_dask_read"] = values["graph_best_s"] / values["dask_read_s"]
     values["graph_vs_read"] = values["graph_best_s"] / values["read_s"]
+    values["kernel_read_vs_dask_read"] = values["kernel_read_s"] / values["dask_read_s"]
     values["dask_read_vs_read"] = values["dask_read_s"] / values["read_s"]
     return {"title": "Dask arrays in and out", "tables": {"main": {"columns": COLUMNS,
                                                                     "rows": cells}},
@@ -260,7 +278,9 @@ def goals(values: dict) -> list[dict]:
             goal("a Dask reduction of the store (an array derived from it) within 15% of "
                  "reading the store through Dask (each chunk read by a Dask task and dropped: "
                  "the floor of any Dask reduction; best of 7, alternated)",
-                 values["graph_vs_dask_read"], "<=", 1.15, "{:.2f}×"),
+                 values["graph_vs_dask_read"], "<=", 1.15, "{:.2f}×",
+                 bound=("each chunk read by a Dask task and passed by its compiled kernel "
+                        "alone", values["kernel_read_vs_dask_read"])),
             goal("same, ≥ 20× dask.array mean/std", values["vs_dask_array"], ">=", 20,
                  "{:.1f}×"),
             goal("compute(images(folder)) within 15% of compute(folder)",
