@@ -63,20 +63,26 @@ def memory_read(x: np.ndarray, pool: ThreadPoolExecutor) -> int:
 
 
 def _compiled(images: np.ndarray, calls: int = 1) -> int:
-    """The compiled pass on (N, H, W, C) uint8 ``images``, ``calls`` times, into outputs made
-    once: Σx, Σx², min and max per image and channel, as a run's tasks compute them."""
+    """The compiled pass a run's tasks make on (N, H, W, C) uint8 ``images`` (the records
+    pass of `normstats.maths.fused.uint8_moments`: Σx, Σx², min and max per image and
+    channel, each image's spreads binned into the summary's totals as it is read),
+    ``calls`` times, into outputs made once."""
     from normstats.maths import fused
 
-    n, c = len(images), images.shape[-1]
-    kernel, flat, outputs = fused._kernel(c), images.reshape(n, -1), fused.outputs(n, c)
+    n, h, w, c = images.shape
+    flat, module = images.reshape(n, h * w * c), fused._extension()
+    sums, squares = np.zeros((n, c), np.int64), np.zeros((n, c), np.int64)
+    lows, highs, extremes = np.empty((n, c)), np.empty((n, c)), np.empty((2, c), np.uint8)
+    limbs, totals = fused._spread_buffers(c)
     for _ in range(calls):
-        kernel(flat, *outputs)
+        module.records(flat, n, c, sums, squares, lows, highs, limbs, totals, extremes)
     return n * calls
 
 
 def compiled_pass(x: np.ndarray, pool: ThreadPoolExecutor) -> int:
-    """normstats' compiled pass alone on the bytes of ``x``, one part per pool thread, with
-    none of a run's records, summary or scheduling: what a run of the array cannot beat."""
+    """normstats' compiled records pass alone on the bytes of ``x``, one part per pool
+    thread, with none of a run's Python, summary or scheduling around it: what a run of the
+    array cannot beat."""
     return sum(pool.map(_compiled, np.array_split(x, pool._max_workers)))
 
 

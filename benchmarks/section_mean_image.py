@@ -1,12 +1,25 @@
-"""The mean image (issue 28): its cost on top of a plain run over a folder of JPEGs."""
+"""The mean image (issue 28): its cost on top of a plain run over a folder of JPEGs.
+
+What a user waits for is the whole ``normstats compute`` process, so the plain run and the
+runs that also write the mean image (``--mean-image``) and its per-position std
+(``--mean-image-std``) are timed as fresh processes, alternated round by round. Timed
+inside the benchmark's own process instead, the runs fork their workers from a parent
+that holds every earlier section's data and imports: the plain run took 2.15 s there in
+one full run, 1.73 s in a run of this section alone, and the mean image's share of it
+moved with that parent, not with normstats.
+"""
 
 from __future__ import annotations
 
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
+from section_processes import race
 from synthetic import make_jpeg_folder
-from timing import goal, measure, measure_alternated
+from timing import goal, measure
 
 import normstats
 
@@ -24,39 +37,50 @@ def float64_running_sum(files: list[Path]) -> np.ndarray:
 
 
 def bench_mean_image(quick: bool) -> dict:
-    """10,000 JPEGs 256²: the plain run against the same run with the mean image (and its
-    per-position std), on 2 processes without the record cache (the mean image cannot
-    use it), alternated round by round; a hand-written script once, for scale."""
+    """10,000 JPEGs 256²: ``normstats compute`` processes, plain and writing the mean image
+    (and its per-position std), on 2 processes without the record cache (the mean image
+    cannot use it), alternated round by round; a hand-written script once, for scale."""
     count = 1_000 if quick else 10_000
     files = make_jpeg_folder(count, 256)
-    root = files[0].parent
-    candidates = [
-        ("normstats, plain run (2 processes)",
-         lambda: normstats.compute(root, workers=2, cache=False)),
-        ("normstats, mean_image=True",
-         lambda: normstats.compute(root, workers=2, cache=False, mean_image=True)),
-        ("normstats, mean_image_std=True",
-         lambda: normstats.compute(root, workers=2, cache=False, mean_image_std=True)),
-    ]
-    # the goal is a ratio of normstats runs: 5 alternated rounds; the script once, beside
-    timings = measure_alternated([function for _, function in candidates], 5)
-    candidates.append(("script: Pillow + float64 running sum, 1 process", None))
-    timings.append(measure(lambda: float64_running_sum(files), 1))
-    plain = timings[0][0]
-    exact = timings[2][3].mean_image
+    root = str(files[0].parent)
+    script = str(Path(sys.executable).with_name("normstats"))
+    plain = [script, "compute", root, "--no-cache", "--workers", "2"]
+    names = ["normstats compute, plain (2 processes)", "normstats compute --mean-image",
+             "normstats compute --mean-image-std"]
+    scratch = Path(tempfile.mkdtemp(prefix="normstats-mean-image-"))
+    try:
+        written = [None, scratch / "mean.npy", scratch / "std.npy"]
+        flags = [[], ["--mean-image", str(written[1])], ["--mean-image-std", str(written[2])]]
+        commands = {name: [*plain, *extra, "--overwrite"] if extra else plain
+                    for name, extra in zip(names, flags)}
+        # the goal is a ratio of normstats processes: 5 alternated rounds
+        times = race(commands, 2 if quick else 5)
+        arrays = [None, np.load(written[1]), np.load(written[2])]
+    finally:
+        shutil.rmtree(scratch)
+    exact = normstats.compute(root, workers=2, cache=False, mean_image_std=True)
+    references = [None, exact.mean_image, exact.mean_image_std]
+    med = {name: float(np.median(values)) for name, values in times.items()}
+    base = med[names[0]]
     rows = []
-    for (name, _), (med, low, high, result) in zip(candidates, timings):
-        image = result if isinstance(result, np.ndarray) else result.mean_image
-        gap = "(no mean image)" if image is None else float(np.max(np.abs(image - exact)))
-        rows.append([name, med, [low, high], count / med, med / plain, gap])
-    values = {"images": count, "mean_image_cost": timings[1][0] / plain - 1,
-              "mean_image_std_cost": timings[2][0] / plain - 1}
-    return {"title": f"mean image of {count:,} photo-like JPEGs 256×256",
+    for name, array, reference in zip(names, arrays, references):
+        gap = "(no mean image)" if array is None else float(np.max(np.abs(array - reference)))
+        rows.append([name, med[name], [min(times[name]), max(times[name])], count / med[name],
+                     med[name] / base, gap])
+    script_time, _, _, by_hand = measure(lambda: float64_running_sum(files), 1)
+    rows.append(["script: Pillow + float64 running sum, 1 process (in the benchmark's "
+                 "process)", script_time, [script_time, script_time], count / script_time,
+                 script_time / base, float(np.max(np.abs(by_hand - exact.mean_image)))])
+    values = {"images": count, "mean_image_cost": med[names[1]] / base - 1,
+              "mean_image_std_cost": med[names[2]] / base - 1}
+    return {"title": f"mean image of {count:,} photo-like JPEGs 256×256 (whole processes)",
             "tables": {"main": {"columns": [
                 ["run", ""], ["median s", "{:.3f}"], ["spread s", "{:.3f}"],
                 ["images/s", "{:,.0f}"], ["time ÷ plain run", "{:.2f}×"],
-                ["max difference of the mean image from normstats", "{:.1e}"]],
+                ["max difference from normstats' mean image (or std) in this process",
+                 "{:.1e}"]],
                 "rows": rows}},
             "values": values,
-            "goals": [goal(f"mean image of {count:,} JPEGs 256²: within 10% of the plain "
-                           "run's time", values["mean_image_cost"], "<=", 0.10, "{:+.1%}")]}
+            "goals": [goal(f"mean image of {count:,} JPEGs 256²: the whole process within 10% "
+                           "of the plain run's", values["mean_image_cost"], "<=", 0.10,
+                           "{:+.1%}")]}

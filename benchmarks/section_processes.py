@@ -26,7 +26,9 @@ def _timed(command: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def _race(commands: dict[str, list[str]], rounds: int) -> dict[str, list[float]]:
+def race(commands: dict[str, list[str]], rounds: int) -> dict[str, list[float]]:
+    """Each command's whole-process times over ``rounds`` rounds, the commands alternated
+    round by round after one untimed run each (which warms the file cache)."""
     for command in commands.values():  # warm the file cache
         _timed(command)
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -119,7 +121,7 @@ def bench_processes(quick: bool) -> dict:
         folder = str(make_photo_png_folder(n, 32)[0].parent.parent)
         commands[png_line[n]] = [script, "compute", folder, "--no-cache", "--workers", "2"]
         commands[png_ceiling_line[n]] = [*decode_only, "png", folder]
-    times = _race(commands, rounds)
+    times = race(commands, rounds)
     med = {name: statistics.median(values) for name, values in times.items()}
     intercept, slope = _line({n: med[line.get(n, names["jpeg_ours"])] for n in sizes})
     fits = {"jpeg_ceiling": _line({n: med[jpeg_line.get(n, names["jpeg_ceiling"])]
