@@ -37,7 +37,7 @@ from normstats.errors import NormstatsError, SkipKind
 from normstats.maths.records import Skipped, cross_sums_wanted, wants_cross_sums
 from normstats.maths.summary import Summary, summarize
 from normstats.results.text_report import printable
-from normstats.sources.base import Task, TaskResult
+from normstats.sources.base import Task, TaskResult, cluster_tasks
 
 __all__ = ["run_on_cluster", "run_distributed", "StageTimes", "CRASH_REASON"]
 
@@ -125,7 +125,8 @@ def run_on_cluster(source: Any, scheduler: Any, *, task_size: int | None = None,
             # only decoding is slowed by it: arrays and empty inputs say nothing
             warn_about_malloc_trim(client)
         times.connect = time.perf_counter() - started
-        tasks = source.tasks(task_size, times.threads)
+        with cluster_tasks():  # fewer, larger tasks: each costs a round trip
+            tasks = source.tasks(task_size, times.threads)
         return run_distributed(client, tasks, None if bar is None else bar.on_result, bar,
                                times)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import os
 import shutil
 import socket
@@ -200,6 +201,19 @@ def test_cluster_run_is_bit_identical_to_the_local_run(client, cluster, folder, 
     assert (first.images_decoded, again.images_cached, again.images_decoded) == (IMAGES,
                                                                                IMAGES, 0)
     assert numbers(first) == numbers(again) == expected
+
+
+def test_a_cluster_run_cuts_fewer_larger_tasks_than_a_local_run(client, folder, caplog):
+    """A task costs a round trip through the scheduler: on a cluster, the default tasks are
+    4 times larger, at least 4 a worker thread (10 for a local pool), same numbers."""
+    threads = sum(client.nthreads().values())
+    local_tasks = len(FolderSource(folder).tasks(None, threads))
+    cluster_size = math.ceil(IMAGES / (4 * threads))  # 60 small PNGs: the per-worker floor
+    with caplog.at_level(logging.INFO, logger="normstats.engine.distributed"):
+        stats = normstats.compute(folder, scheduler=client, cache=False)
+    assert f"normstats: {math.ceil(IMAGES / cluster_size)} tasks," in caplog.text
+    assert math.ceil(IMAGES / cluster_size) < local_tasks
+    assert numbers(stats) == numbers(local(folder))
 
 
 def test_the_mean_image_on_the_cluster_is_the_local_one(client, tmp_path):
