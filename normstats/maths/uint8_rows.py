@@ -20,6 +20,7 @@ import numpy as np
 
 from normstats.maths import fused
 from normstats.maths.covariance import integer_cross_sums
+from normstats.maths.placement import decode_buffer
 from normstats.maths.records import IntegerRecords, wants_cross_sums
 
 __all__ = ["Uint8Rows", "BATCH_IMAGE_BYTES", "ARENA_BYTES"]
@@ -66,8 +67,8 @@ class Uint8Rows:
         """
         self._last = None
         if nbytes > BATCH_IMAGE_BYTES:
-            if self._large.size < nbytes:
-                self._large = np.empty(nbytes, np.uint8)
+            if self._large.size < nbytes:  # placed where decoders write fastest
+                self._large = decode_buffer(nbytes)
             return self._large[:nbytes]
         if not self._arena.size:
             self._arena = np.empty(ARENA_BYTES, np.uint8)

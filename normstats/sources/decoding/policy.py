@@ -22,6 +22,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from normstats.errors import InvalidOptionError
+from normstats.maths.placement import decode_buffer
 from normstats.sources.decoding.file_read import IMAGE_EXTENSIONS, default_file_limit
 from normstats.sources.decoding.transforms import check_transform_sizes, parse_size
 
@@ -263,5 +264,5 @@ class Scratch:
     def take(self, nbytes: int) -> np.ndarray:
         """A writable uint8 view of ``nbytes`` bytes (growing the buffer when needed)."""
         if self._buffer.size < nbytes:
-            self._buffer = np.empty(nbytes, dtype=np.uint8)
+            self._buffer = decode_buffer(nbytes)
         return self._buffer[:nbytes]

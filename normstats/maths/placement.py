@@ -1,0 +1,43 @@
+"""Where the buffers that decoders write and the kernels then read are placed in memory.
+
+A decoded image is written once and read once, but where its buffer starts decides how
+fast the decoder writes it (`decode_buffer`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["decode_buffer", "DECODE_BUFFER_OFFSET"]
+
+#: Where a buffer that decoders write into starts: 16 bytes past a 64-byte boundary
+#: (`decode_buffer`).
+DECODE_BUFFER_OFFSET = 16
+
+
+def decode_buffer(nbytes: int) -> np.ndarray:
+    """A fresh uint8 buffer of ``nbytes`` for decoders to write images into, starting
+    `DECODE_BUFFER_OFFSET` bytes past a 64-byte boundary.
+
+    libjpeg-turbo's memory manager aligns the rows it converts to RGB on 32 bytes. An
+    output at a multiple of 32 bytes puts its stores at the same offsets within 4 KB as
+    those loads, which the CPU then holds back as if they might overlap ("4K aliasing").
+    numpy's allocations fall at either kind of address, so a run's speed depended on
+    where its buffer happened to fall (most in a long-lived process). Measured on a
+    2-core Xeon, one process, medians of 5 alternated runs of 2,000 files:
+    - 256² JPEGs: 0.68 s with an output 16 past a 32-byte multiple (16, 48, 80 or 1,040
+      past a page), 0.74-0.78 s at multiples of 32, 0.72 s wherever numpy's allocation
+      fell;
+    - 224² JPEGs: 6% faster than the allocation as it fell;
+    - 512² JPEGs: 3% faster;
+    - 500x375 JPEGs and 256² PNGs: alike either way.
+
+    Examples
+    --------
+    >>> buffer = decode_buffer(100)
+    >>> buffer.size, buffer.ctypes.data % 64
+    (100, 16)
+    """
+    raw = np.empty(nbytes + 64, dtype=np.uint8)
+    start = (DECODE_BUFFER_OFFSET - raw.ctypes.data) % 64
+    return raw[start:start + nbytes]
