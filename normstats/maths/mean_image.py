@@ -41,6 +41,7 @@ import numpy as np
 
 from normstats.errors import IncompatibleImagesError, NormstatsError
 from normstats.maths import fused
+from normstats.maths.placement import line_aligned_zeros
 
 __all__ = ["PositionSums", "PositionMoments", "MeanImageTotals", "MeanImageBuilder",
            "MAX_IMAGES", "size_hint"]
@@ -378,10 +379,10 @@ class MeanImageBuilder:
     def _add_uint8(self, images: np.ndarray, count: int) -> None:
         """Add ``count`` 8-bit images (one (H, W, C) image, or a stack of them) onto the
         runs, folding each run into the int64 totals as it fills."""
-        if self._run is None:
-            self._run = np.zeros(self._shape, np.uint16)
+        if self._run is None:  # on cache lines: every image's stores land on them
+            self._run = line_aligned_zeros(self._shape, np.uint16)
             if self.with_std:
-                self._run_squares = np.zeros(self._shape, np.uint32)
+                self._run_squares = line_aligned_zeros(self._shape, np.uint32)
         done = 0
         while done < count:
             take = min(count - done, _UINT8_RUN - self._in_run)

@@ -1,14 +1,15 @@
 """Where the buffers that decoders write and the kernels then read are placed in memory.
 
 A decoded image is written once and read once, but where its buffer starts decides how
-fast the decoder writes it (`decode_buffer`).
+fast the decoder writes it (`decode_buffer`); the mean image's running sums are read and
+written for every image, so they start on a cache line (`line_aligned_zeros`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["decode_buffer", "DECODE_BUFFER_OFFSET"]
+__all__ = ["decode_buffer", "line_aligned_zeros", "DECODE_BUFFER_OFFSET"]
 
 #: Where a buffer that decoders write into starts: 16 bytes past a 64-byte boundary
 #: (`decode_buffer`).
@@ -41,3 +42,26 @@ def decode_buffer(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + 64, dtype=np.uint8)
     start = (DECODE_BUFFER_OFFSET - raw.ctypes.data) % 64
     return raw[start:start + nbytes]
+
+
+def line_aligned_zeros(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
+    """Zeros of ``shape`` and ``dtype`` whose first byte starts a 64-byte cache line.
+
+    The mean image adds every image onto uint16 and uint32 running sums, 64 bytes a
+    vector store. numpy puts an array of a few hundred KB wherever its allocation falls,
+    often 16 bytes past a page, where every such store splits two cache lines. Measured
+    on a 2-core Xeon, one process, 2,000 256² JPEGs with the mean image, medians of 5
+    alternated runs: 0.730 s with the sums on a line, 0.759 s at 16 bytes past one (and
+    as numpy placed them), against 0.671 s without the mean image.
+
+    Examples
+    --------
+    >>> sums = line_aligned_zeros((4, 5, 3), np.uint16)
+    >>> sums.shape, sums.dtype.name, sums.ctypes.data % 64, int(sums.sum())
+    ((4, 5, 3), 'uint16', 0, 0)
+    """
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.zeros(nbytes + 64, dtype=np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
