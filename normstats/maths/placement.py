@@ -39,9 +39,7 @@ def decode_buffer(nbytes: int) -> np.ndarray:
     >>> buffer.size, buffer.ctypes.data % 64
     (100, 16)
     """
-    raw = np.empty(nbytes + 64, dtype=np.uint8)
-    start = (DECODE_BUFFER_OFFSET - raw.ctypes.data) % 64
-    return raw[start:start + nbytes]
+    return _bytes_at(np.empty(nbytes + 64, dtype=np.uint8), DECODE_BUFFER_OFFSET, nbytes)
 
 
 def line_aligned_zeros(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
@@ -62,6 +60,10 @@ def line_aligned_zeros(shape: tuple[int, ...], dtype: np.dtype | type) -> np.nda
     """
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.zeros(nbytes + 64, dtype=np.uint8)
-    start = -raw.ctypes.data % 64
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    return _bytes_at(np.zeros(nbytes + 64, dtype=np.uint8), 0, nbytes).view(dtype).reshape(shape)
+
+
+def _bytes_at(raw: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
+    """The ``nbytes`` of ``raw`` (64 bytes longer) starting ``offset`` past a 64-byte line."""
+    start = (offset - raw.ctypes.data) % 64
+    return raw[start:start + nbytes]
