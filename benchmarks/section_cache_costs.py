@@ -39,22 +39,24 @@ HERE = Path(__file__).resolve().parent
 
 #: The command line in a process that says on stderr its own peak resident memory and the
 #: modules its run imported (its packages, normstats' modules one by one; only those
-#: importable by name: not a Cython extension's runtime, say).
+#: importable by name: not a Cython extension's runtime, say), from an `atexit` handler:
+#: the command ends its process (`normstats_cli.end_process`) as the `normstats` script's
+#: does.
 _CLI = """
-import sys
+import atexit, sys
 before = set(sys.modules)
+def report():
+    peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+    print("peak_kb", peak, file=sys.stderr)
+    new = [m for m, module in list(sys.modules.items()) if m not in before
+           and not m.startswith("_") and getattr(module, "__spec__", None) is not None]
+    print("modules", ",".join(sorted(m for m in new
+                                     if "." not in m or m.startswith("normstats"))),
+          file=sys.stderr)
+atexit.register(report)
 import normstats_cli
 sys.argv = ["normstats", *sys.argv[1:]]
-try:
-    normstats_cli.run()
-except SystemExit:
-    pass
-peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
-print("peak_kb", peak, file=sys.stderr)
-new = [m for m, module in list(sys.modules.items()) if m not in before
-       and not m.startswith("_") and getattr(module, "__spec__", None) is not None]
-print("modules", ",".join(sorted(m for m in new if "." not in m or m.startswith("normstats"))),
-      file=sys.stderr)
+normstats_cli.run()
 """
 
 

@@ -99,19 +99,19 @@ def test_version_says_the_version_and_the_kernel_in_use():
 
 #: A ``normstats`` process (the console script's `normstats_cli.run`) that then prints what
 #: it loaded of ``sys.argv[1]`` (comma-separated module names), its BLAS threads and its
-#: collector's threshold of the youngest generation.
+#: collector's threshold of the youngest generation: from an `atexit` handler, since the
+#: command ends its process (`normstats_cli.end_process`).
 _COMMAND = """
-import gc, json, sys
+import atexit, gc, json, sys
 import normstats_cli
 watched, sys.argv = sys.argv[1].split(","), ["normstats", *sys.argv[2:]]
-try:
-    normstats_cli.run()
-except SystemExit:
-    pass
-from threadpoolctl import threadpool_info
-print(json.dumps([sorted(m for m in watched if m in sys.modules),
-                  [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"],
-                  gc.get_threshold()[0]]))
+def report():
+    from threadpoolctl import threadpool_info
+    blas = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    print(json.dumps([sorted(m for m in watched if m in sys.modules), blas,
+                      gc.get_threshold()[0]]))
+atexit.register(report)
+normstats_cli.run()
 """
 
 
@@ -171,6 +171,62 @@ def test_the_command_runs_numpys_blas_on_one_thread_unless_told(tmp_path):
     arguments = ["compute", str(tmp_path / "x.npy")]
     assert _command(arguments, [])[1] == [1]
     assert _command(arguments, [], OPENBLAS_NUM_THREADS="2")[1] == [2]
+
+
+#: A ``normstats`` process that says on stderr when its `atexit` handlers run and when the
+#: interpreter tears its modules down (an object of ``__main__`` freed then); with
+#: ``--thread``, a thread that is not a daemon is still running when the command ends.
+_ENDING = """
+import atexit, sys, threading, time
+class Teardown:
+    def __del__(self, write=sys.stderr.write):
+        write("torn down\\n")
+kept = Teardown()
+atexit.register(lambda: sys.stderr.write("atexit handlers ran\\n"))
+if sys.argv[1] == "--thread":
+    threading.Thread(target=time.sleep, args=(0.3,)).start()
+import normstats_cli
+sys.argv = ["normstats", *sys.argv[2:]]
+normstats_cli.run()
+"""
+
+
+def _ending(*arguments: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", _ENDING, *arguments], capture_output=True,
+                          text=True)
+
+
+def test_the_command_ends_its_process_without_the_teardown_and_loses_nothing(tmp_path):
+    """`normstats_cli.end_process`: the exit handlers run, every line written arrives, the
+    exit status is the command's (0, 1 for an error, 2 for a usage error), and the
+    interpreter's teardown of modules and objects is skipped."""
+    np.save(tmp_path / "x.npy", np.arange(2 * 4 * 4 * 3, dtype=np.uint8).reshape(2, 4, 4, 3))
+    arguments = ["compute", str(tmp_path / "x.npy"), "--json"]
+    done = _ending("-", *arguments)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "atexit handlers ran\n"
+    in_process = CliRunner().invoke(main, arguments)
+    assert json.loads(done.stdout) == json.loads(in_process.stdout)
+    failed = _ending("-", "compute", str(tmp_path / "missing.npy"))
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines()[0].startswith("normstats: error:")
+    assert failed.stderr.splitlines()[1:] == ["atexit handlers ran"]
+    misused = _ending("-", "compute", "--no-such-flag")
+    assert misused.returncode == 2 and "torn down" not in misused.stderr
+    assert misused.stderr.endswith("atexit handlers ran\n")
+
+
+def test_the_command_ends_as_python_does_while_a_thread_still_runs(tmp_path):
+    """A thread that is not a daemon is waited for, as the interpreter waits: the process
+    then ends the usual way, teardown and all."""
+    np.save(tmp_path / "x.npy", np.zeros((2, 4, 4, 3), np.uint8))
+    done = _ending("--thread", "compute", str(tmp_path / "x.npy"), "--json")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["atexit handlers ran", "torn down"]
+    assert json.loads(done.stdout)["images"] == 2
 
 
 def test_the_command_collects_garbage_less_often_than_a_library_caller(tmp_path):
