@@ -38,6 +38,22 @@ def user_cache_in_a_temporary_folder(tmp_path_factory, monkeypatch) -> Path:
     return home / "normstats"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_test_ends_the_test_runner():
+    """`normstats_cli.run` ends its process when the command is done
+    (`normstats_cli.end_process`): called inside the test runner, it would end the whole
+    run with the command's status, 0 for tests that never ran. Tests call `main` (or run
+    the command in a process of its own); a call of `run` in this process fails instead."""
+    import normstats_cli
+
+    def refuse(code: object) -> None:
+        raise AssertionError("normstats_cli.run() would end the test runner: call main()")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(normstats_cli, "end_process", refuse)
+        yield
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261121)
