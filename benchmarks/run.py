@@ -9,6 +9,13 @@ Data is generated deterministically; each measurement is repeated and reported a
 median with its spread (min–max); ratios compare medians measured in this one run, so a
 busy machine slows peers and normstats alike.
 
+Several sections run one after the other, each in a fresh process of its own (this script
+with ``--only NAME``): what a section leaves in its process (its data, the libraries it
+imported and their threads) could otherwise slow the sections after it. In the last full
+run that measured every section in one process, the raster section's one-process peer took
+47-52% longer than when the section ran alone minutes later, normstats on 256² tiles 35%
+longer and the decode-only ceiling 10-18%: separate processes take that cause out.
+
 A full run saves each section's result into ``benchmarks/results.json`` (merged section by
 section: ``--only X`` replaces only X's entry) and renders ``benchmarks/README.md`` from it
 and the prose of ``benchmarks/README.template.md`` (see ``render.py``). No figure in the
@@ -223,6 +230,13 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
     compile_bytecode()
+    if len(names) > 1:  # each section in a fresh process: none inherits another's state
+        import subprocess
+
+        for name in names:
+            subprocess.run([sys.executable, str(Path(__file__).resolve()), "--only", name,
+                            *(["--quick"] if args.quick else [])], check=True)
+        return
     for name in names:
         section = SECTIONS[name](args.quick)
         section["machine"] = machine()
