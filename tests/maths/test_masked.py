@@ -46,6 +46,16 @@ def _oracle(stack: np.ndarray, keep: np.ndarray) -> dict[str, list]:
     return out
 
 
+def _assert_exact(records, stack: np.ndarray, keep: np.ndarray) -> None:
+    """Integer records with ``valid`` equal, value for value, to `_oracle` of the kept values."""
+    expected = _oracle(stack, keep)
+    assert records.valid.tolist() == expected["count"]
+    assert records.sums.tolist() == expected["sum"]
+    assert records.sums_sq.tolist() == expected["squares"]
+    np.testing.assert_array_equal(records.minimum, np.array(expected["low"], float))
+    np.testing.assert_array_equal(records.maximum, np.array(expected["high"], float))
+
+
 @pytest.mark.parametrize("dtype", INTEGERS)
 @pytest.mark.parametrize("compiled", [True, False], ids=["kernel", "numpy"])
 def test_integer_records_are_the_exact_sums_of_the_valid_values(rng, monkeypatch, dtype,
@@ -54,12 +64,7 @@ def test_integer_records_are_the_exact_sums_of_the_valid_values(rng, monkeypatch
         monkeypatch.setattr(masked, "_kernel", lambda: None)
     stack = _stack(rng, dtype)
     records = masked_records(stack, nodata=9, keys=tuple("abcdef"))
-    expected = _oracle(stack, stack != 9)
-    assert records.valid.tolist() == expected["count"]
-    assert records.sums.tolist() == expected["sum"]
-    assert records.sums_sq.tolist() == expected["squares"]
-    np.testing.assert_array_equal(records.minimum, np.array(expected["low"], float))
-    np.testing.assert_array_equal(records.maximum, np.array(expected["high"], float))
+    _assert_exact(records, stack, stack != 9)
     assert not impossible_rows(records).any()
 
 
@@ -218,12 +223,7 @@ def test_every_band_count_of_the_kernel_is_exact(rng, dtype, channels):
     stack[2, ::2, :, 0] = info.max  # extremes beside nodata
     stack[2, 1::2, :, -1] = info.min
     records = masked_records(stack, nodata=9)
-    expected = _oracle(stack, stack != 9)
-    assert records.valid.tolist() == expected["count"]
-    assert records.sums.tolist() == expected["sum"]
-    assert records.sums_sq.tolist() == expected["squares"]
-    np.testing.assert_array_equal(records.minimum, np.array(expected["low"], float))
-    np.testing.assert_array_equal(records.maximum, np.array(expected["high"], float))
+    _assert_exact(records, stack, stack != 9)
 
 
 @pytest.mark.parametrize("dtype", INTEGERS)
