@@ -252,7 +252,6 @@ def run() -> None:
     try:
         main()
     except SystemExit as done:  # how every command ends (click's standalone mode)
-        gc.freeze()
         end_process(done.code)
         raise
     finally:

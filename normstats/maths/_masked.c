@@ -31,6 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_simd_clones.h"
+
 #define MAX_PIXELS ((Py_ssize_t)1 << 31)
 #define MAX_CHANNELS 65535
 
@@ -75,12 +77,6 @@ BAND_LOOP(int16_t)
 /* Lanes                                                                              */
 /* ---------------------------------------------------------------------------------- */
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#else
-#define SIMD_CLONES
-#endif
-
 /* At most this many lanes (values), and the band loop beyond: ~40 KB of accumulators. */
 #define LANES_MAX 2048
 /* Rows of lanes between two flushes of the 32-bit lane sums and counts into int64:
@@ -118,7 +114,6 @@ static Py_ssize_t lanes_for(Py_ssize_t channels) {
     SIMD_CLONES static void lanes_##TYPE(const TYPE *restrict values, Py_ssize_t total,      \
                                          Py_ssize_t lanes, int has_nodata, int64_t nodata,   \
                                          const lanes_t *restrict a) {                        \
-        int64_t *restrict sums = a->sums, *restrict counts = a->counts;                      \
         uint64_t *restrict squares = a->squares;                                             \
         uint32_t *restrict row_counts = a->row_counts;                                       \
         int32_t *restrict row_sums = a->row_sums, *restrict lows = a->lows,                  \
@@ -147,8 +142,6 @@ static Py_ssize_t lanes_for(Py_ssize_t channels) {
             }                                                                                \
         }                                                                                    \
         flush_lanes(a, lanes);                                                               \
-        (void)sums;                                                                          \
-        (void)counts;                                                                        \
     }
 
 /* The 32-bit row sums and counts into the int64 totals. */

@@ -91,11 +91,7 @@
 #define LANES_MAX 128
 #define FLUSH_BLOCKS 65536 /* 65536 * 255^2 < 2^32 */
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#else
-#define SIMD_CLONES
-#endif
+#include "_simd_clones.h"
 
 /* The lane count for C channels: the largest multiple of C not above 96 (96 is a
  * multiple of 1, 2, 3, 4, 6 and 8 and of the 32-byte vector). */
