@@ -16,7 +16,7 @@ Accumulators by name (`PIXEL_ACCUMULATORS`): ``"histogram"`` (`normstats.maths.h
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,12 +26,11 @@ from normstats.errors import InvalidOptionError
 from normstats.maths.histogram import Histogram
 from normstats.maths.masked import valid_values
 from normstats.maths.mean_image import MeanImageBuilder
-from normstats.maths.records import Skipped
 from normstats.results.stats import DatasetStats
 from normstats.sources.arrays import ArrayTask, usable_rows
 from normstats.sources.base import Task, TaskResult
-from normstats.sources.decoding.decode import DecodedImage, OutputBuffer
-from normstats.sources.folder import DecodingTask, records_of_images, reduce_as_decoded
+from normstats.sources.decoding.decode import DecodedImage
+from normstats.sources.folder import DecodingTask, records_of_images
 from normstats.sources.options import ReadOptions
 
 __all__ = ["PixelResult", "PixelSource", "PixelTask", "PIXEL_ACCUMULATORS",
@@ -145,17 +144,13 @@ def _run_array(task: ArrayTask, accumulators: dict[str, Accumulator]) -> TaskRes
 
 
 def _run_streaming(task: DecodingTask, accumulators: dict[str, Accumulator]) -> TaskResult:
-    """The plain task's streaming decode, each image tapped before the next is decoded
-    (with the compiled kernel, decodes reuse one buffer)."""
-    skipped: list[Skipped] = []
+    """The plain task's own run (the same reads and decodes into reused buffers), each
+    image tapped before the next is decoded."""
 
-    def tapped(scratch: OutputBuffer | None) -> Iterator[tuple[str, DecodedImage]]:
-        for key, image in task.decoded(skipped, scratch):
-            _feed(accumulators, key, image.pixels, _valid_of(image))
-            yield key, image
+    def tap(key: str, pixels: np.ndarray, image: DecodedImage | None) -> None:
+        _feed(accumulators, key, pixels, None if image is None else _valid_of(image))
 
-    records = reduce_as_decoded(tapped, task.size)
-    return TaskResult(records, tuple(skipped))
+    return task.run(tap)
 
 
 def _run_decoded(task: Any, accumulators: dict[str, Accumulator]) -> TaskResult:

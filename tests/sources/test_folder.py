@@ -369,6 +369,31 @@ def test_a_task_yields_every_image_to_callers_that_look_at_each(tmp_path, rng):
     assert {"a_rgb.png", "d_photo.jpg"} <= set(keys)
 
 
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_a_tapped_run_hands_the_tap_every_image_decode_all_gives(tmp_path, rng, mode):
+    """`FolderTask.run(tap)` (what the mean image and the percentiles run) keeps the plain
+    run's path, files the fast decoders take going straight into the records, and hands
+    the tap every image in order, before the next decode reuses its buffer: the pixels
+    `decode_all` gives, with no image around those of the fast decoders. The records and
+    skips are the plain run's."""
+    write_plain_and_other_files(tmp_path / "d", rng)
+    (task,) = open_source(tmp_path / "d", mode=mode, max_file_bytes=100_000).tasks(100, 1)
+    tapped = []
+    result = task.run(lambda key, pixels, image: tapped.append((key, pixels.copy(), image)))
+    decoded, skipped = task.decode_all()
+    assert [key for key, _, _ in tapped] == [key for key, _ in decoded]
+    for (key, pixels, image), (_, reference) in zip(tapped, decoded):
+        assert pixels.dtype == reference.pixels.dtype and \
+            np.array_equal(pixels, reference.pixels), key
+        assert image is None or image.pixels is not None
+    fast = {"a_rgb.png", "b_grey.png", "c_icc.png", "d_photo.jpg", "e_grey.jpg"} \
+        if mode == "RGB" else {"b_grey.png", "e_grey.jpg"}
+    assert {key for key, _, image in tapped if image is None} == fast
+    plain = task.run()
+    assert result.skipped == plain.skipped == skipped
+    assert record_fields(result.records) == record_fields(plain.records)
+
+
 def test_a_resizing_policy_decodes_every_file_through_decode_file(tmp_path, rng, monkeypatch):
     from normstats.sources import folder
 
