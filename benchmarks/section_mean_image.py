@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 from section_processes import race
-from synthetic import make_jpeg_folder
+from synthetic import make_jpeg_folder, make_photo_png_folder
 from timing import goal, measure
 
 import normstats
@@ -73,14 +73,50 @@ def bench_mean_image(quick: bool) -> dict:
                  script_time / base, float(np.max(np.abs(by_hand - exact.mean_image)))])
     values = {"images": count, "mean_image_cost": med[names[1]] / base - 1,
               "mean_image_std_cost": med[names[2]] / base - 1}
+    small_rows, small_values = small_images(quick)
+    values.update(small_values)
     return {"title": f"mean image of {count:,} photo-like JPEGs 256×256 (whole processes)",
             "tables": {"main": {"columns": [
                 ["run", ""], ["median s", "{:.3f}"], ["spread s", "{:.3f}"],
                 ["images/s", "{:,.0f}"], ["time ÷ plain run", "{:.2f}×"],
                 ["max difference from normstats' mean image (or std) in this process",
                  "{:.1e}"]],
-                "rows": rows}},
+                "rows": rows},
+                "small": {"columns": SMALL_COLUMNS, "rows": small_rows}},
             "values": values,
             "goals": [goal(f"mean image of {count:,} JPEGs 256²: the whole process within 10% "
                            "of the plain run's", values["mean_image_cost"], "<=", 0.10,
                            "{:+.1%}")]}
+
+
+SMALL_COLUMNS = [["run", ""], ["median s", "{:.3f}"], ["spread s", "{:.3f}"],
+                 ["images/s", "{:,.0f}"], ["time ÷ plain run", "{:.2f}×"]]
+
+
+def small_images(quick: bool) -> tuple[list[list], dict]:
+    """20,000 photo-like PNGs 32²: the plain process, and those that also tap every
+    decoded image (the mean image, the percentiles' histogram), alternated round by
+    round. On images this small a task's per-file work is a large share of the run."""
+    count = 2_000 if quick else 20_000
+    root = str(make_photo_png_folder(count, 32)[0].parent.parent)
+    script = str(Path(sys.executable).with_name("normstats"))
+    plain = [script, "compute", root, "--no-cache", "--workers", "2"]
+    scratch = Path(tempfile.mkdtemp(prefix="normstats-mean-image-"))
+    try:
+        commands = {"normstats compute, plain (2 processes)": plain,
+                    "normstats compute --mean-image": [*plain, "--mean-image",
+                                                       str(scratch / "mean.npy"),
+                                                       "--overwrite"],
+                    "normstats compute --percentiles": [*plain, "--percentiles"]}
+        names = list(commands)
+        times = race(commands, 2 if quick else 5)
+    finally:
+        shutil.rmtree(scratch)
+    med = {name: float(np.median(values)) for name, values in times.items()}
+    base = med[names[0]]
+    rows = [[f"{count:,} PNGs 32²: {name}", med[name],
+             [min(times[name]), max(times[name])], count / med[name], med[name] / base]
+            for name in names]
+    return rows, {"small_images": count,
+                  "small_mean_image_cost": med[names[1]] / base - 1,
+                  "small_percentiles_cost": med[names[2]] / base - 1}
