@@ -46,25 +46,27 @@ def bench_mean_image(quick: bool) -> dict:
     script = str(Path(sys.executable).with_name("normstats"))
     plain = [script, "compute", root, "--no-cache", "--workers", "2"]
     names = ["normstats compute, plain (2 processes)", "normstats compute --mean-image",
-             "normstats compute --mean-image-std"]
+             "normstats compute --mean-image-std", "normstats compute --percentiles"]
     scratch = Path(tempfile.mkdtemp(prefix="normstats-mean-image-"))
     try:
-        written = [None, scratch / "mean.npy", scratch / "std.npy"]
-        flags = [[], ["--mean-image", str(written[1])], ["--mean-image-std", str(written[2])]]
-        commands = {name: [*plain, *extra, "--overwrite"] if extra else plain
-                    for name, extra in zip(names, flags)}
+        written = [None, scratch / "mean.npy", scratch / "std.npy", None]
+        flags = [[], ["--mean-image", str(written[1]), "--overwrite"],
+                 ["--mean-image-std", str(written[2]), "--overwrite"], ["--percentiles"]]
+        commands = {name: [*plain, *extra] for name, extra in zip(names, flags)}
         # the goal is a ratio of normstats processes: 5 alternated rounds
         times = race(commands, 2 if quick else 5)
-        arrays = [None, np.load(written[1]), np.load(written[2])]
+        arrays = [None, np.load(written[1]), np.load(written[2]), None]
     finally:
         shutil.rmtree(scratch)
     exact = normstats.compute(root, workers=2, cache=False, mean_image_std=True)
-    references = [None, exact.mean_image, exact.mean_image_std]
+    references = [None, exact.mean_image, exact.mean_image_std, None]
     med = {name: float(np.median(values)) for name, values in times.items()}
     base = med[names[0]]
     rows = []
     for name, array, reference in zip(names, arrays, references):
         gap = "(no mean image)" if array is None else float(np.max(np.abs(array - reference)))
+        if name.endswith("--percentiles"):
+            gap = "(exact percentiles; tests compare them with numpy's)"
         rows.append([name, med[name], [min(times[name]), max(times[name])], count / med[name],
                      med[name] / base, gap])
     script_time, _, _, by_hand = measure(lambda: float64_running_sum(files), 1)
@@ -72,10 +74,12 @@ def bench_mean_image(quick: bool) -> dict:
                  "process)", script_time, [script_time, script_time], count / script_time,
                  script_time / base, float(np.max(np.abs(by_hand - exact.mean_image)))])
     values = {"images": count, "mean_image_cost": med[names[1]] / base - 1,
-              "mean_image_std_cost": med[names[2]] / base - 1}
+              "mean_image_std_cost": med[names[2]] / base - 1,
+              "percentiles_cost": med[names[3]] / base - 1}
     small_rows, small_values = small_images(quick)
     values.update(small_values)
-    return {"title": f"mean image of {count:,} photo-like JPEGs 256×256 (whole processes)",
+    return {"title": f"mean image and percentiles of {count:,} photo-like JPEGs 256×256 "
+                     "(whole processes)",
             "tables": {"main": {"columns": [
                 ["run", ""], ["median s", "{:.3f}"], ["spread s", "{:.3f}"],
                 ["images/s", "{:,.0f}"], ["time ÷ plain run", "{:.2f}×"],

@@ -115,3 +115,11 @@ def exact_covariance(images: list[np.ndarray], scale: int | float = 1,
     factor = Fraction(scale) ** 2
     return [[float(sum((a - means[c]) * (b - means[d]) for a, b in zip(columns[c], columns[d]))
                    / (n - ddof) / factor) for d in range(channels)] for c in range(channels)]
+
+
+def exact_histogram(columns: list[list[int]], dtype: str) -> tuple[int, list[list[int]], str]:
+    """(offset, counts, dtype) of a histogram of each channel's values, in Python ints:
+    bins from the smallest to the largest value of any channel."""
+    seen = [v for column in columns for v in column]
+    low, high = (min(seen), max(seen)) if seen else (0, 0)
+    return low, [[column.count(v) for v in range(low, high + 1)] for column in columns], dtype

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from normstats.errors import InvalidOptionError
-from normstats.maths.histogram import Histogram
+from normstats.maths import fused
+from normstats.maths.histogram import MAX_CELLS, Histogram
 from normstats.maths.masked import valid_values
 from normstats.maths.mean_image import MeanImageBuilder
 from normstats.results.stats import DatasetStats
@@ -55,14 +56,29 @@ class _HistogramAccumulator:
 
     def __init__(self) -> None:
         self.value: Histogram | None = None
+        # the counts (C, 256) of the 8-bit images with every value valid, kept whole so
+        # that each image adds onto them in place (`fused.uint8_histogram`): a histogram
+        # of its own, trimmed and merged, cost a 32×32 image ~10 µs, counting it ~2
+        self.uint8_counts: np.ndarray | None = None
 
     def add(self, key: str, pixels: np.ndarray, valid: np.ndarray | None = None) -> None:
+        counts, channels = self.uint8_counts, pixels.shape[-1]
+        if valid is None and pixels.dtype == np.uint8 and channels * 256 <= MAX_CELLS and \
+                (counts is None or len(counts) == channels):
+            if counts is None:
+                counts = self.uint8_counts = np.zeros((channels, 256), np.int64)
+            fused.uint8_histogram(pixels, counts)
+            return
         part = Histogram.from_array(pixels, valid)
         self.value = part if self.value is None else self.value.add_in_place(part)
 
     add_stack = add
 
     def result(self) -> Histogram | None:
+        if self.uint8_counts is not None:
+            part = Histogram.trimmed(self.uint8_counts, "uint8")
+            self.value = part if self.value is None else self.value.merge(part)
+            self.uint8_counts = None
         return self.value
 
 

@@ -1990,6 +1990,107 @@ done:
     return result;
 }
 
+/* Histograms of uint8 values (for exact percentiles).
+ *
+ * Each pixel's channels count into one of HISTOGRAM_TABLES tables of uint32 cells, in
+ * turn: a run of equal values (a flat sky, a grey border) then updates different cells,
+ * where one table would chain every increment through the same store and load. The
+ * tables fold into the caller's int64 counts every HISTOGRAM_FOLD pixels, before a cell
+ * can pass 2^32 - 1. */
+#define HISTOGRAM_TABLES 4
+#define HISTOGRAM_FOLD ((Py_ssize_t)1 << 30)
+_Static_assert(HISTOGRAM_TABLES == 4, "the unrolled loops of count_uint8 use four tables");
+
+static void fold_tables(uint32_t *restrict tables, Py_ssize_t cells, int64_t *restrict counts) {
+    for (Py_ssize_t t = 0; t < HISTOGRAM_TABLES; t++)
+        for (Py_ssize_t i = 0; i < cells; i++) {
+            counts[i] += tables[t * cells + i];
+            tables[t * cells + i] = 0;
+        }
+}
+
+static void count_uint8(const uint8_t *restrict values, Py_ssize_t pixels, Py_ssize_t channels,
+                        uint32_t *restrict tables, int64_t *restrict counts) {
+    const Py_ssize_t cells = channels * 256;
+    for (Py_ssize_t start = 0; start < pixels; start += HISTOGRAM_FOLD) {
+        const Py_ssize_t stop = pixels - start < HISTOGRAM_FOLD ? pixels : start + HISTOGRAM_FOLD;
+        Py_ssize_t p = start;
+        if (channels == 1) /* grey: the table loop unrolled */
+            for (; p + HISTOGRAM_TABLES <= stop; p += HISTOGRAM_TABLES) {
+                tables[values[p]]++;
+                tables[256 + values[p + 1]]++;
+                tables[512 + values[p + 2]]++;
+                tables[768 + values[p + 3]]++;
+            }
+        if (channels == 3) /* RGB, most images: the channel loop unrolled */
+            for (; p + HISTOGRAM_TABLES <= stop; p += HISTOGRAM_TABLES)
+                for (Py_ssize_t t = 0; t < HISTOGRAM_TABLES; t++) {
+                    const uint8_t *restrict pixel = values + 3 * (p + t);
+                    uint32_t *restrict table = tables + t * cells;
+                    table[pixel[0]]++;
+                    table[256 + pixel[1]]++;
+                    table[512 + pixel[2]]++;
+                }
+        for (; p + HISTOGRAM_TABLES <= stop; p += HISTOGRAM_TABLES)
+            for (Py_ssize_t t = 0; t < HISTOGRAM_TABLES; t++) {
+                const uint8_t *restrict pixel = values + channels * (p + t);
+                uint32_t *restrict table = tables + t * cells;
+                for (Py_ssize_t c = 0; c < channels; c++)
+                    table[256 * c + pixel[c]]++;
+            }
+        for (; p < stop; p++)
+            for (Py_ssize_t c = 0; c < channels; c++)
+                tables[256 * c + values[channels * p + c]]++;
+        fold_tables(tables, cells, counts);
+    }
+}
+
+/* histogram(values, channels, counts): add the histogram of uint8 `values` (pixels of
+ * `channels` interleaved values, one contiguous buffer) onto int64 `counts`
+ * (channels, 256). */
+static PyObject *histogram(PyObject *self, PyObject *args) {
+    Py_buffer values, counts;
+    Py_ssize_t channels;
+    if (!PyArg_ParseTuple(args, "y*nw*", &values, &channels, &counts))
+        return NULL;
+    PyObject *result = NULL;
+    uint32_t *tables = NULL;
+    const Py_ssize_t cells = size_product(channels, 256), count_bytes = size_product(cells, 8);
+    const Py_ssize_t table_bytes = size_product(cells, 4 * HISTOGRAM_TABLES);
+    if (channels < 1) {
+        PyErr_SetString(PyExc_ValueError, "channels must be >= 1");
+        goto done;
+    }
+    if (count_bytes < 0 || table_bytes < 0) {
+        PyErr_Format(PyExc_OverflowError, "%zd channels: more bins than memory can hold",
+                     channels);
+        goto done;
+    }
+    if (values.len % channels != 0) {
+        PyErr_SetString(PyExc_ValueError, "the values do not split into pixels of `channels`");
+        goto done;
+    }
+    Py_buffer *const buffers[] = {&values, &counts};
+    static const char *const names[] = {"values", "counts"};
+    if (!check_size(&counts, count_bytes, 8, "counts") || !check_apart(buffers, names, 2))
+        goto done;
+    tables = PyMem_RawCalloc((size_t)cells * HISTOGRAM_TABLES, sizeof *tables);
+    if (tables == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    count_uint8(values.buf, values.len / channels, channels, tables, counts.buf);
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_RawFree(tables);
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&counts);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"moments", moments, METH_VARARGS,
      "moments(images, count, channels, sums, squares, lows, highs)\n\n"
@@ -2008,6 +2109,10 @@ static PyMethodDef methods[] = {
      "sums `run`, one per value of an image, and, unless `squares` is None, their squares\n"
      "onto uint32 sums of squares `squares`: modulo 2**16 and 2**32, exact for runs of at\n"
      "most 257 images."},
+    {"histogram", histogram, METH_VARARGS,
+     "histogram(values, channels, counts)\n\n"
+     "Add the histogram of uint8 values (pixels of `channels` interleaved values, one\n"
+     "contiguous buffer) onto int64 counts (channels, 256)."},
     {"exponent_bins", exponent_bins, METH_VARARGS,
      "exponent_bins(bits, columns, low_sums, high_sums)\n\n"
      "Add the significands of float64 values, given as int64 bits (rows, columns), into\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 import pytest
-from oracle import exact_mean_image
+from oracle import exact_histogram, exact_mean_image
 from PIL import Image
 
 import normstats
@@ -195,3 +195,34 @@ def test_vectors_have_no_percentiles_nor_mean_image_and_say_so(rng):
         with pytest.raises(InvalidOptionError) as caught:
             normstats.compute(vectors, **wanted)
         assert str(caught.value) == says
+
+
+def test_a_task_counts_8_bit_images_whole_and_merges_what_leaves_values_out(rng):
+    """The accumulator of a task adds every 8-bit image without nodata onto one count
+    (C, 256) and cuts it to the values seen at the end; an image with values left out
+    takes its own histogram, merged in: the counts of every valid value, whatever the
+    order."""
+    from normstats.engine.pixel_run import PIXEL_ACCUMULATORS
+
+    images = rng.integers(20, 240, size=(4, 5, 6, 3)).astype(np.uint8)
+    images[1, 0, 0] = (255, 254, 3)
+    valid = rng.random((5, 6, 1)) < 0.5
+    columns = [[] for _ in range(3)]
+    for pixels, kept in ((images[0], None), (images[1], valid), (images[2:], None)):
+        values = pixels.reshape(-1, 3) if kept is None else pixels[kept[..., 0]]
+        for c in range(3):
+            columns[c] += values[:, c].tolist()
+    for order in ([0, 1, 2], [1, 2, 0]):
+        accumulator = PIXEL_ACCUMULATORS["histogram"]()
+        feeds = [("add", "a", images[0], None), ("add", "m", images[1], valid),
+                 ("add_stack", "s", images[2:], None)]
+        for i in order:
+            method, key, pixels, kept = feeds[i]
+            getattr(accumulator, method)(key, pixels, kept)
+        h = accumulator.result()
+        assert (h.offset, h.counts.tolist(), h.dtype) == exact_histogram(columns, "uint8")
+    accumulator = PIXEL_ACCUMULATORS["histogram"]()
+    accumulator.add("rgb", images[0])
+    accumulator.add("grey", images[0][..., :1])
+    with pytest.raises(IncompatibleImagesError, match="x3 and uint8 x1|x1 and uint8 x3"):
+        accumulator.result()

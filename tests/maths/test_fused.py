@@ -519,3 +519,61 @@ def test_the_numpy_kernel_agrees_on_black_images_and_images_without_pixels():
         fused_module._numpy_kernel(flat, *numpy_passes)
         assert [a.tolist() for a in numpy_passes] == [a.tolist() for a in compiled]
         assert numpy_passes[3].tolist() == [[0, 0, 0]] * 2
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def counting(request, monkeypatch):
+    """The compiled count of `fused.uint8_histogram`, and numpy's ``bincount`` per channel
+    of an installation without the kernel."""
+    if request.param == "numpy":
+        monkeypatch.setattr(fused, "_extension", lambda: None)
+    return request.param
+
+
+def histogram_oracle(pixels: np.ndarray, counts: np.ndarray) -> list[list[int]]:
+    """``counts`` plus the count of each value per channel, in Python ints."""
+    channels = pixels.shape[-1]
+    flat = pixels.reshape(-1, channels).tolist()
+    return [[int(counts[c, v]) + sum(1 for pixel in flat if pixel[c] == v) for v in range(256)]
+            for c in range(channels)]
+
+
+# four tables take four pixels in turn: pixel counts around multiples of four leave tails
+# of 0 to 3; one, three and other channel counts take the unrolled loops, the rest not
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5, 13])
+@pytest.mark.parametrize("pixels", [0, 1, 3, 4, 5, 7, 1001])
+def test_uint8_histograms_add_python_counts_onto_the_counts_held(channels, pixels, rng,
+                                                                 counting):
+    values = rng.integers(0, 256, size=(pixels, channels), dtype=np.uint8)
+    values[: pixels // 2] = values[0] if pixels else 0  # runs of one value: one cell
+    counts = rng.integers(0, 2**40, size=(channels, 256), dtype=np.int64)
+    expected = histogram_oracle(values, counts)
+    fused.uint8_histogram(values.reshape(1, pixels, 1, channels), counts)
+    assert counts.tolist() == expected
+
+
+def test_uint8_histograms_read_strided_pixels_and_every_value(counting):
+    """A view (one channel of two, every other row) counts as its own values; all 256
+    values land in their own bins, 255 included."""
+    values = np.arange(2 * 512 * 2, dtype=np.int64).astype(np.uint8).reshape(2, 512, 2)
+    view = values[::2, :, 1:]
+    counts = np.zeros((1, 256), np.int64)
+    fused.uint8_histogram(view, counts)
+    assert counts.tolist() == histogram_oracle(view, np.zeros((1, 256), np.int64))
+    assert counts[0, 1::2].tolist() == [4] * 128 and counts[0, ::2].sum() == 0
+
+
+def test_the_histogram_kernel_refuses_counts_it_would_overrun():
+    from normstats.maths import _moments
+
+    with pytest.raises(ValueError, match="counts holds 4096 bytes"):
+        _moments.histogram(np.zeros(12, np.uint8), 3, np.zeros((2, 256), np.int64))
+    with pytest.raises(ValueError, match="pixels of `channels`"):
+        _moments.histogram(np.zeros(13, np.uint8), 3, np.zeros((3, 256), np.int64))
+    with pytest.raises(ValueError, match="channels must be"):
+        _moments.histogram(np.zeros(12, np.uint8), 0, np.zeros((0, 256), np.int64))
+    with pytest.raises(ValueError, match="share memory"):
+        counts = np.zeros((1, 256), np.int64)
+        _moments.histogram(counts.view(np.uint8), 1, counts)
+    with pytest.raises(ValueError, match=r"int64 \(3, 256\)"):
+        fused.uint8_histogram(np.zeros((2, 3), np.uint8), np.zeros((3, 255), np.int64))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import random_images
+from oracle import exact_histogram
 
 from normstats.engine.histogram_run import compute_with_histogram, robust_range
 from normstats.errors import IncompatibleImagesError, InvalidOptionError
@@ -145,3 +146,18 @@ def test_a_percentile_of_one_value_and_of_none():
     with pytest.raises(InvalidOptionError) as caught:
         percentile_from_counts(np.array([0, 0]), 50.0)
     assert str(caught.value) == "percentile of an empty histogram"
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("span", [(0, 256), (100, 103), (255, 256), (7, 8)])
+def test_an_8_bit_histogram_is_counted_over_the_values_seen(rng, channels, span):
+    """8-bit images are counted by the compiled kernel into 256 bins, then cut to the
+    values seen: the histogram of their values over their own range, as numpy's
+    ``bincount`` of the values gave it."""
+    for pixels in (rng.integers(*span, size=(9, 11, channels)).astype(np.uint8),
+                   np.zeros((0, 4, channels), np.uint8)):
+        h = Histogram.from_array(pixels)
+        columns = pixels.reshape(-1, channels).T.tolist()
+        assert (h.offset, h.counts.tolist(), h.dtype) == exact_histogram(columns, "uint8")
+        assert h.counts.dtype == np.int64
+
