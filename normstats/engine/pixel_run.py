@@ -24,7 +24,7 @@ import numpy as np
 
 from normstats.errors import InvalidOptionError
 from normstats.maths import fused
-from normstats.maths.histogram import MAX_CELLS, Histogram
+from normstats.maths.histogram import Histogram, full_range
 from normstats.maths.masked import valid_values
 from normstats.maths.mean_image import MeanImageBuilder
 from normstats.results.stats import DatasetStats
@@ -56,29 +56,32 @@ class _HistogramAccumulator:
 
     def __init__(self) -> None:
         self.value: Histogram | None = None
-        # the counts (C, 256) of the 8-bit images with every value valid, kept whole so
-        # that each image adds onto them in place (`fused.uint8_histogram`): a histogram
-        # of its own, trimmed and merged, cost a 32×32 image ~10 µs, counting it ~2
-        self.uint8_counts: np.ndarray | None = None
+        # the count of 8- and 16-bit images over their dtype's whole range (C, 2**bits),
+        # kept whole so that each image adds onto it in place (`fused.integer_histogram`):
+        # a histogram of its own, cut and merged, cost a 32×32 image ~10 µs, counting it ~2
+        self.counts: np.ndarray | None = None
+        self.counted: tuple[str, int] = ("", 0)  # their dtype and value of bin 0
 
     def add(self, key: str, pixels: np.ndarray, valid: np.ndarray | None = None) -> None:
-        counts, channels = self.uint8_counts, pixels.shape[-1]
-        if valid is None and pixels.dtype == np.uint8 and channels * 256 <= MAX_CELLS and \
-                (counts is None or len(counts) == channels):
-            if counts is None:
-                counts = self.uint8_counts = np.zeros((channels, 256), np.int64)
-            fused.uint8_histogram(pixels, counts)
+        full = full_range(pixels.dtype, pixels.shape[-1])
+        if full is not None and (self.counts is None or (
+                self.counts.shape == (pixels.shape[-1], full[0])
+                and self.counted[0] == str(pixels.dtype))):
+            if self.counts is None:
+                self.counts = np.zeros((pixels.shape[-1], full[0]), np.int64)
+                self.counted = (str(pixels.dtype), full[1])
+            fused.integer_histogram(pixels, self.counts, valid)
             return
-        part = Histogram.from_array(pixels, valid)
+        part = Histogram.from_array(pixels, valid)  # another dtype or channel count
         self.value = part if self.value is None else self.value.add_in_place(part)
 
     add_stack = add
 
     def result(self) -> Histogram | None:
-        if self.uint8_counts is not None:
-            part = Histogram.trimmed(self.uint8_counts, "uint8")
+        if self.counts is not None:
+            part = Histogram.trimmed(self.counts, *self.counted)
             self.value = part if self.value is None else self.value.merge(part)
-            self.uint8_counts = None
+            self.counts = None
         return self.value
 
 

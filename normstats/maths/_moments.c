@@ -1990,9 +1990,10 @@ done:
     return result;
 }
 
-/* Histograms of uint8 values (for exact percentiles).
+/* Histograms of 8- and 16-bit integer values (for exact percentiles).
  *
- * Each pixel's channels count into one of HISTOGRAM_TABLES tables of uint32 cells, in
+ * uint8 values with none left out, most images, take count_uint8: each pixel's channels
+ * count into one of HISTOGRAM_TABLES tables of uint32 cells, in
  * turn: a run of equal values (a flat sky, a grey border) then updates different cells,
  * where one table would chain every increment through the same store and load. The
  * tables fold into the caller's int64 counts every HISTOGRAM_FOLD pixels, before a cell
@@ -2045,49 +2046,106 @@ static void count_uint8(const uint8_t *restrict values, Py_ssize_t pixels, Py_ss
     }
 }
 
-/* histogram(values, channels, counts): add the histogram of uint8 `values` (pixels of
- * `channels` interleaved values, one contiguous buffer) onto int64 `counts`
- * (channels, 256). */
+/* Count 8- or 16-bit values one by one into int64 counts (channels x bins), those whose
+ * `valid` byte is 0 left out (all counted without `valid`). `flip` maps signed values to
+ * their bin (v + 2^(bits-1): the top bit flipped). */
+static void count_keyed(const uint8_t *restrict values, Py_ssize_t itemsize, unsigned flip,
+                        Py_ssize_t count, Py_ssize_t channels, const uint8_t *restrict valid,
+                        int64_t *restrict counts, Py_ssize_t bins) {
+    Py_ssize_t c = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        unsigned key;
+        if (itemsize == 1) {
+            key = values[i] ^ flip;
+        } else {
+            uint16_t v;
+            memcpy(&v, values + 2 * i, sizeof v); /* a view may be unaligned */
+            key = v ^ flip;
+        }
+        if (valid == NULL || valid[i])
+            counts[c * bins + key]++;
+        if (++c == channels)
+            c = 0;
+    }
+}
+
+/* histogram(values, itemsize, signed, channels, counts, valid): add the histogram of
+ * 8- or 16-bit integer `values` (pixels of `channels` interleaved values, one contiguous
+ * buffer) onto int64 `counts` (channels, 2^(8 itemsize)), bin k holding value k (k - 2^7
+ * or k - 2^15 when signed); `valid` None, or one byte a value, 0 for those left out. */
 static PyObject *histogram(PyObject *self, PyObject *args) {
-    Py_buffer values, counts;
-    Py_ssize_t channels;
-    if (!PyArg_ParseTuple(args, "y*nw*", &values, &channels, &counts))
+    Py_buffer values, counts, valid = {0};
+    Py_ssize_t itemsize, channels;
+    int is_signed;
+    PyObject *valid_arg;
+    if (!PyArg_ParseTuple(args, "y*npnw*O", &values, &itemsize, &is_signed, &channels, &counts,
+                          &valid_arg))
         return NULL;
     PyObject *result = NULL;
     uint32_t *tables = NULL;
-    const Py_ssize_t cells = size_product(channels, 256), count_bytes = size_product(cells, 8);
-    const Py_ssize_t table_bytes = size_product(cells, 4 * HISTOGRAM_TABLES);
+    const int with_valid = valid_arg != Py_None;
+    if (with_valid && PyObject_GetBuffer(valid_arg, &valid, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (itemsize != 1 && itemsize != 2) {
+        PyErr_SetString(PyExc_ValueError, "values must be of 1 or 2 bytes");
+        goto done;
+    }
     if (channels < 1) {
         PyErr_SetString(PyExc_ValueError, "channels must be >= 1");
         goto done;
     }
-    if (count_bytes < 0 || table_bytes < 0) {
+    const Py_ssize_t bins = itemsize == 1 ? 256 : 65536;
+    const Py_ssize_t cells = size_product(channels, bins), count_bytes = size_product(cells, 8);
+    const Py_ssize_t table_bytes = size_product(cells, 4 * HISTOGRAM_TABLES);
+    const Py_ssize_t pixel_bytes = size_product(channels, itemsize);
+    if (count_bytes < 0 || table_bytes < 0 || pixel_bytes < 0) {
         PyErr_Format(PyExc_OverflowError, "%zd channels: more bins than memory can hold",
                      channels);
         goto done;
     }
-    if (values.len % channels != 0) {
+    if (values.len % pixel_bytes != 0) {
         PyErr_SetString(PyExc_ValueError, "the values do not split into pixels of `channels`");
+        goto done;
+    }
+    const Py_ssize_t count = values.len / itemsize;
+    if (with_valid && valid.len != count) {
+        PyErr_Format(PyExc_ValueError, "valid holds %zd bytes for %zd values", valid.len,
+                     count);
         goto done;
     }
     Py_buffer *const buffers[] = {&values, &counts};
     static const char *const names[] = {"values", "counts"};
     if (!check_size(&counts, count_bytes, 8, "counts") || !check_apart(buffers, names, 2))
         goto done;
-    tables = PyMem_RawCalloc((size_t)cells * HISTOGRAM_TABLES, sizeof *tables);
-    if (tables == NULL) {
-        PyErr_NoMemory();
-        goto done;
+    if (with_valid) {
+        Py_buffer *const read[] = {&valid, &counts};
+        static const char *const read_names[] = {"valid", "counts"};
+        if (!check_apart(read, read_names, 2))
+            goto done;
     }
-    Py_BEGIN_ALLOW_THREADS
-    count_uint8(values.buf, values.len / channels, channels, tables, counts.buf);
-    Py_END_ALLOW_THREADS
+    if (itemsize == 1 && !is_signed && !with_valid) {
+        tables = PyMem_RawCalloc((size_t)cells * HISTOGRAM_TABLES, sizeof *tables);
+        if (tables == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        count_uint8(values.buf, count / channels, channels, tables, counts.buf);
+        Py_END_ALLOW_THREADS
+    } else {
+        const unsigned flip = is_signed ? (itemsize == 1 ? 0x80u : 0x8000u) : 0u;
+        Py_BEGIN_ALLOW_THREADS
+        count_keyed(values.buf, itemsize, flip, count, channels, with_valid ? valid.buf : NULL,
+                    counts.buf, bins);
+        Py_END_ALLOW_THREADS
+    }
     result = Py_None;
     Py_INCREF(result);
 done:
     PyMem_RawFree(tables);
     PyBuffer_Release(&values);
     PyBuffer_Release(&counts);
+    PyBuffer_Release(&valid); /* nothing to release when it was None */
     return result;
 }
 
@@ -2110,9 +2168,11 @@ static PyMethodDef methods[] = {
      "onto uint32 sums of squares `squares`: modulo 2**16 and 2**32, exact for runs of at\n"
      "most 257 images."},
     {"histogram", histogram, METH_VARARGS,
-     "histogram(values, channels, counts)\n\n"
-     "Add the histogram of uint8 values (pixels of `channels` interleaved values, one\n"
-     "contiguous buffer) onto int64 counts (channels, 256)."},
+     "histogram(values, itemsize, signed, channels, counts, valid)\n\n"
+     "Add the histogram of 8- or 16-bit integer values (pixels of `channels` interleaved\n"
+     "values, one contiguous buffer) onto int64 counts (channels, 256 or 65536), bin k\n"
+     "holding value k (k - 128 or k - 32768 when signed); `valid`: None, or one byte a\n"
+     "value, 0 for those left out."},
     {"exponent_bins", exponent_bins, METH_VARARGS,
      "exponent_bins(bits, columns, low_sums, high_sums)\n\n"
      "Add the significands of float64 values, given as int64 bits (rows, columns), into\n"

@@ -46,7 +46,7 @@ import numpy as np
 
 __all__ = ["uint8_moments", "KernelTotals", "uint8_moments_into", "uint8_moments_rows",
            "uint8_running_sums", "outputs", "available", "KERNEL_CHANNELS", "exponent_bins",
-           "integer_spreads", "kernel_info", "MISSING_NOTICE", "uint8_histogram"]
+           "integer_spreads", "kernel_info", "MISSING_NOTICE", "integer_histogram"]
 
 MISSING_NOTICE = (
     "normstats: this installation has no compiled kernels, so statistics take numpy's slower "
@@ -405,33 +405,54 @@ def uint8_running_sums(images: np.ndarray, run: np.ndarray, squares: np.ndarray 
                             None if squares is None else squares.reshape(-1))
 
 
-def uint8_histogram(pixels: np.ndarray, counts: np.ndarray) -> None:
-    """Add the per-channel histogram of uint8 ``pixels`` (..., C) onto int64 ``counts``
-    (C, 256), in place.
+def integer_histogram(pixels: np.ndarray, counts: np.ndarray,
+                      valid: np.ndarray | None = None) -> None:
+    """Add the per-channel histogram of 8- or 16-bit integer ``pixels`` (..., C) onto int64
+    ``counts`` (C, 2**bits), in place: bin k holds value k, or k − 2**(bits − 1) for
+    signed dtypes; values whose ``valid`` (bool, broadcast to the pixels) is False are
+    left out.
 
-    The compiled count reads each value once: 0.3 ns a value for RGB images, 0.4 grey,
-    up to 0.8 for other channel counts, where numpy's index array and ``bincount`` took
-    7 (one core, 256×256 images). numpy's ``bincount`` per channel answers without it.
+    The compiled count reads each value once. For uint8 with every value valid: 0.3 ns a
+    value for RGB images, 0.4 grey, up to 0.8 for other channel counts, where numpy's
+    index array and ``bincount`` took 7 (one core, 256×256 images). numpy's ``bincount``
+    per channel answers without it.
 
     Examples
     --------
     >>> import numpy as np
     >>> counts = np.zeros((2, 256), np.int64)
-    >>> uint8_histogram(np.array([[[0, 7], [0, 255]]], np.uint8), counts)
+    >>> integer_histogram(np.array([[[0, 7], [0, 255]]], np.uint8), counts)
     >>> counts[:, [0, 7, 255]].tolist()
     [[2, 0, 0], [0, 1, 1]]
+    >>> signed = np.zeros((1, 65536), np.int64)
+    >>> integer_histogram(np.array([[-2], [5]], np.int16), signed, np.array([[True], [False]]))
+    >>> np.flatnonzero(signed).tolist()  # -2 + 32768
+    [32766]
     """
+    dtype = np.dtype(pixels.dtype)
+    if dtype == np.bool_:
+        pixels, dtype = pixels.view(np.uint8), np.dtype(np.uint8)
     channels = pixels.shape[-1]
-    if counts.shape != (channels, 256) or counts.dtype != np.int64:
-        raise ValueError(f"counts must be int64 ({channels}, 256), not {counts.dtype} "
+    if dtype.kind not in "iu" or dtype.itemsize > 2:
+        raise ValueError(f"integer_histogram counts 8- and 16-bit integers, not {dtype}")
+    bins = 1 << (8 * dtype.itemsize)
+    if counts.shape != (channels, bins) or counts.dtype != np.int64:
+        raise ValueError(f"counts must be int64 ({channels}, {bins}), not {counts.dtype} "
                          f"{counts.shape}")
+    if valid is not None:
+        valid = np.ascontiguousarray(np.broadcast_to(valid, pixels.shape), dtype=bool)
     module = _extension()
     if module is not None and channels:
-        module.histogram(np.ascontiguousarray(pixels), channels, counts)
+        module.histogram(np.ascontiguousarray(pixels), dtype.itemsize, dtype.kind == "i",
+                         channels, counts, None if valid is None else valid.view(np.uint8))
         return
-    flat = pixels.reshape(-1, channels)
+    flat = pixels.reshape(-1, channels).astype(np.int64)
+    if dtype.kind == "i":
+        flat += bins // 2
+    kept = None if valid is None else valid.reshape(-1, channels)
     for channel in range(channels):
-        counts[channel] += np.bincount(flat[:, channel], minlength=256)
+        column = flat[:, channel] if kept is None else flat[kept[:, channel], channel]
+        counts[channel] += np.bincount(column, minlength=bins)
 
 
 #: Bytes of the 16-bit squares numpy's running sums make at a time.

@@ -197,11 +197,11 @@ def test_vectors_have_no_percentiles_nor_mean_image_and_say_so(rng):
         assert str(caught.value) == says
 
 
-def test_a_task_counts_8_bit_images_whole_and_merges_what_leaves_values_out(rng):
-    """The accumulator of a task adds every 8-bit image without nodata onto one count
-    (C, 256) and cuts it to the values seen at the end; an image with values left out
-    takes its own histogram, merged in: the counts of every valid value, whatever the
-    order."""
+def test_a_task_counts_its_images_onto_one_count_and_cuts_it_to_the_values_seen(rng):
+    """The accumulator of a task adds every 8- or 16-bit image onto one count over the
+    dtype's range (C, 2**bits), its valid values only, and cuts it to the values seen at
+    the end: the counts of every valid value, whatever the order; images of another
+    channel count or dtype are refused as a merge of their histograms refuses them."""
     from normstats.engine.pixel_run import PIXEL_ACCUMULATORS
 
     images = rng.integers(20, 240, size=(4, 5, 6, 3)).astype(np.uint8)
@@ -221,8 +221,22 @@ def test_a_task_counts_8_bit_images_whole_and_merges_what_leaves_values_out(rng)
             getattr(accumulator, method)(key, pixels, kept)
         h = accumulator.result()
         assert (h.offset, h.counts.tolist(), h.dtype) == exact_histogram(columns, "uint8")
+    signed = rng.integers(-300, 300, size=(3, 4, 5, 2)).astype(np.int16)  # 16-bit bands
+    mask = rng.random((4, 5, 1)) < 0.5
+    accumulator = PIXEL_ACCUMULATORS["histogram"]()
+    accumulator.add("a", signed[0], mask)
+    accumulator.add_stack("s", signed[1:])
+    h = accumulator.result()
+    columns = [signed[0, ..., c][mask[..., 0]].tolist() + signed[1:, ..., c].ravel().tolist()
+               for c in range(2)]
+    assert (h.offset, h.counts.tolist(), h.dtype) == exact_histogram(columns, "int16")
     accumulator = PIXEL_ACCUMULATORS["histogram"]()
     accumulator.add("rgb", images[0])
     accumulator.add("grey", images[0][..., :1])
     with pytest.raises(IncompatibleImagesError, match="x3 and uint8 x1|x1 and uint8 x3"):
+        accumulator.result()
+    accumulator = PIXEL_ACCUMULATORS["histogram"]()  # the same bins, another dtype
+    accumulator.add("unsigned", images[0])
+    accumulator.add("signed", images[0].view(np.int8))
+    with pytest.raises(IncompatibleImagesError, match="uint8 x3 and int8 x3|int8 x3 and uint8"):
         accumulator.result()

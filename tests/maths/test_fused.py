@@ -523,7 +523,7 @@ def test_the_numpy_kernel_agrees_on_black_images_and_images_without_pixels():
 
 @pytest.fixture(params=["compiled", "numpy"])
 def counting(request, monkeypatch):
-    """The compiled count of `fused.uint8_histogram`, and numpy's ``bincount`` per channel
+    """The compiled count of `fused.integer_histogram`, and numpy's ``bincount`` per channel
     of an installation without the kernel."""
     if request.param == "numpy":
         monkeypatch.setattr(fused, "_extension", lambda: None)
@@ -548,7 +548,7 @@ def test_uint8_histograms_add_python_counts_onto_the_counts_held(channels, pixel
     values[: pixels // 2] = values[0] if pixels else 0  # runs of one value: one cell
     counts = rng.integers(0, 2**40, size=(channels, 256), dtype=np.int64)
     expected = histogram_oracle(values, counts)
-    fused.uint8_histogram(values.reshape(1, pixels, 1, channels), counts)
+    fused.integer_histogram(values.reshape(1, pixels, 1, channels), counts)
     assert counts.tolist() == expected
 
 
@@ -558,22 +558,66 @@ def test_uint8_histograms_read_strided_pixels_and_every_value(counting):
     values = np.arange(2 * 512 * 2, dtype=np.int64).astype(np.uint8).reshape(2, 512, 2)
     view = values[::2, :, 1:]
     counts = np.zeros((1, 256), np.int64)
-    fused.uint8_histogram(view, counts)
+    fused.integer_histogram(view, counts)
     assert counts.tolist() == histogram_oracle(view, np.zeros((1, 256), np.int64))
     assert counts[0, 1::2].tolist() == [4] * 128 and counts[0, ::2].sum() == 0
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16, np.bool_])
+@pytest.mark.parametrize("channels", [1, 3, 13])
+@pytest.mark.parametrize("pixels", [0, 5, 1001])
+def test_integer_histograms_count_each_valid_value_in_its_own_bin(dtype, channels, pixels,
+                                                                  rng, counting):
+    """8- and 16-bit values, signed (bin k holds k − 2**(bits − 1)) or not, and bool: each
+    value whose ``valid`` is True adds one to its channel's bin, as Python counts it; with
+    every value valid, and with a mask broadcast from one value a pixel."""
+    info = np.iinfo(np.uint8 if dtype is np.bool_ else dtype)
+    values = rng.integers(int(info.min), int(info.max) + 1, size=(pixels, channels))
+    values = values.astype(dtype)
+    values[: pixels // 3] = values[0] if pixels else 0
+    values[pixels // 3: pixels // 2] = info.max if dtype is not np.bool_ else True
+    signed = np.dtype(dtype).kind == "i"
+    bins = 1 << (8 * np.dtype(dtype).itemsize) if dtype is not np.bool_ else 256
+    for valid in (None, rng.random((pixels, channels)) < 0.7, rng.random((pixels, 1)) < 0.5):
+        counts = rng.integers(0, 2**40, size=(channels, bins), dtype=np.int64)
+        expected = counts.tolist()
+        kept = np.ones((pixels, channels), bool) if valid is None else \
+            np.broadcast_to(valid, (pixels, channels))
+        for pixel, keep in zip(values.astype(np.int64).tolist(), kept.tolist()):
+            for c, (value, counted) in enumerate(zip(pixel, keep)):
+                if counted:
+                    expected[c][value + (bins // 2 if signed else 0)] += 1
+        fused.integer_histogram(values.reshape(1, pixels, channels), counts,
+                                None if valid is None else valid[None])
+        assert counts.tolist() == expected
 
 
 def test_the_histogram_kernel_refuses_counts_it_would_overrun():
     from normstats.maths import _moments
 
+    counts = np.zeros((3, 256), np.int64)
     with pytest.raises(ValueError, match="counts holds 4096 bytes"):
-        _moments.histogram(np.zeros(12, np.uint8), 3, np.zeros((2, 256), np.int64))
+        _moments.histogram(np.zeros(12, np.uint8), 1, False, 3, counts[:2], None)
+    with pytest.raises(ValueError, match="counts holds 6144 bytes"):  # 16-bit: 65536 bins
+        _moments.histogram(np.zeros(12, np.uint16), 2, False, 3, counts, None)
     with pytest.raises(ValueError, match="pixels of `channels`"):
-        _moments.histogram(np.zeros(13, np.uint8), 3, np.zeros((3, 256), np.int64))
+        _moments.histogram(np.zeros(13, np.uint8), 1, False, 3, counts, None)
+    with pytest.raises(ValueError, match="pixels of `channels`"):  # 7 bytes: no uint16s
+        _moments.histogram(np.zeros(7, np.uint8), 2, False, 1, np.zeros((1, 65536), np.int64),
+                           None)
+    with pytest.raises(ValueError, match="valid holds 11 bytes for 12 values"):
+        _moments.histogram(np.zeros(12, np.uint8), 1, False, 3, counts, np.ones(11, np.uint8))
     with pytest.raises(ValueError, match="channels must be"):
-        _moments.histogram(np.zeros(12, np.uint8), 0, np.zeros((0, 256), np.int64))
+        _moments.histogram(np.zeros(12, np.uint8), 1, False, 0, counts, None)
+    with pytest.raises(ValueError, match="1 or 2 bytes"):
+        _moments.histogram(np.zeros(12, np.uint8), 4, False, 3, counts, None)
     with pytest.raises(ValueError, match="share memory"):
-        counts = np.zeros((1, 256), np.int64)
-        _moments.histogram(counts.view(np.uint8), 1, counts)
+        one = np.zeros((1, 256), np.int64)
+        _moments.histogram(one.view(np.uint8), 1, False, 1, one, None)
+    with pytest.raises(ValueError, match="valid and counts share memory"):
+        one = np.zeros((1, 256), np.int64)
+        _moments.histogram(np.zeros(2048, np.uint8), 1, False, 1, one, one.view(np.uint8))
     with pytest.raises(ValueError, match=r"int64 \(3, 256\)"):
-        fused.uint8_histogram(np.zeros((2, 3), np.uint8), np.zeros((3, 255), np.int64))
+        fused.integer_histogram(np.zeros((2, 3), np.uint8), np.zeros((3, 255), np.int64))
+    with pytest.raises(ValueError, match="not int32"):
+        fused.integer_histogram(np.zeros((2, 3), np.int32), counts)

@@ -148,16 +148,30 @@ def test_a_percentile_of_one_value_and_of_none():
     assert str(caught.value) == "percentile of an empty histogram"
 
 
+SMALL_INTEGER_SPANS = [  # (dtype, [low, high)): one value, the whole range, a few values
+    *((dtype, span) for dtype in (np.uint8, np.int8, np.uint16, np.int16)
+      for span in ((0, 1), (100, 103))),
+    (np.uint8, (0, 256)), (np.int8, (-128, 128)), (np.int8, (-40, -38)),
+    (np.uint16, (65000, 65536)), (np.int16, (-32768, -32700)), (np.int16, (-300, 300))]
+
+
+@pytest.mark.parametrize(("dtype", "span"), SMALL_INTEGER_SPANS)
 @pytest.mark.parametrize("channels", [1, 3, 4])
-@pytest.mark.parametrize("span", [(0, 256), (100, 103), (255, 256), (7, 8)])
-def test_an_8_bit_histogram_is_counted_over_the_values_seen(rng, channels, span):
-    """8-bit images are counted by the compiled kernel into 256 bins, then cut to the
-    values seen: the histogram of their values over their own range, as numpy's
-    ``bincount`` of the values gave it."""
-    for pixels in (rng.integers(*span, size=(9, 11, channels)).astype(np.uint8),
-                   np.zeros((0, 4, channels), np.uint8)):
-        h = Histogram.from_array(pixels)
-        columns = pixels.reshape(-1, channels).T.tolist()
-        assert (h.offset, h.counts.tolist(), h.dtype) == exact_histogram(columns, "uint8")
-        assert h.counts.dtype == np.int64
+def test_a_small_integer_histogram_is_counted_over_the_values_seen(rng, dtype, channels,
+                                                                   span):
+    """8- and 16-bit images are counted by the compiled kernel over their dtype's whole
+    range, then cut to the values seen: the histogram of their (valid) values over their
+    own range, as numpy's ``bincount`` of the values gave it."""
+    low, high = span
+    for pixels in (rng.integers(low, high, size=(9, 11, channels)).astype(dtype),
+                   np.zeros((0, 4, channels), dtype)):
+        for valid in (None, rng.random((*pixels.shape[:2], 1)) < 0.6):
+            h = Histogram.from_array(pixels, valid)
+            kept = np.broadcast_to(np.ones((1, 1, 1), bool) if valid is None else valid,
+                                   pixels.shape)
+            columns = [pixels[..., c][kept[..., c]].astype(int).tolist()
+                       for c in range(channels)]
+            assert (h.offset, h.counts.tolist(), h.dtype) == \
+                exact_histogram(columns, np.dtype(dtype).name)
+            assert h.counts.dtype == np.int64
 
