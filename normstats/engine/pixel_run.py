@@ -27,6 +27,7 @@ from normstats.maths import fused
 from normstats.maths.histogram import Histogram, full_range
 from normstats.maths.masked import valid_values
 from normstats.maths.mean_image import MeanImageBuilder
+from normstats.maths.records import Records, incompatible
 from normstats.results.stats import DatasetStats
 from normstats.sources.arrays import ArrayTask, usable_rows
 from normstats.sources.base import Task, TaskResult
@@ -269,8 +270,18 @@ def compute_with_pixels(data: Any, options: ReadOptions | None, wants: tuple[str
     # totals per task cost the parent as much as a worker's adds); the first task's value
     # is never written into: the caller's ``on_result`` may hold it.
     owned: set[str] = set()
+    first: list[Records] = []  # the first task's records, which every later one pools with
 
     def collect(result: TaskResult) -> None:
+        records = result.records
+        if records is not None and len(records):
+            # images that cannot be pooled are named as the pooled records would name them,
+            # before a merge of their pixels' totals says less (histograms of 3 and 1
+            # channels, a mean image of another size)
+            if not first:
+                first.append(records)
+            elif records.signature != first[0].signature:
+                raise incompatible(first[0], records)
         for name, value in getattr(result, "values", {}).items():
             total = found[name]
             if value is None or total is None:

@@ -111,6 +111,25 @@ def test_images_of_two_sizes_are_refused_naming_both(tmp_path, rng):
     assert stats.mean_image.shape == (4, 4, 3) and stats.images == 6
 
 
+@pytest.mark.parametrize("wants", [{"percentiles": True}, {"mean_image": True}])
+def test_modes_that_cannot_be_pooled_are_named_as_the_plain_run_names_them(tmp_path, wants):
+    """RGB and grey images in two tasks: the run with pixel totals stops with the plain
+    run's message (both files, what each is, the decode modes that make them alike),
+    not with a histogram's or a mean image's of their channel counts."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    Image.new("RGB", (6, 5), (1, 2, 3)).save(folder / "a.png")
+    Image.new("L", (6, 5), 7).save(folder / "b.png")
+    expected = ("images cannot be pooled: (a.png is uint8 R,G,B but b.png is uint8 L|b.png is "
+                "uint8 L but a.png is uint8 R,G,B); choose a decode mode")  # tasks' order
+    with pytest.raises(IncompatibleImagesError, match=expected):
+        normstats.compute(str(folder), mode="keep", cache=False, workers=1, task_size=1)
+    for run in ({"workers": 1}, {"workers": 2, "scheduler": "processes"}):
+        with pytest.raises(IncompatibleImagesError, match=expected):
+            normstats.compute(str(folder), mode="keep", cache=False, task_size=1, **run,
+                              **wants)
+
+
 def test_two_sizes_in_two_tasks_are_refused_too(tmp_path, rng):
     images = [*same_size_images(rng, 6), *same_size_images(rng, 6, shape=(5, 6, 3))]
     folder = write_pngs(tmp_path / "mixed", images)
