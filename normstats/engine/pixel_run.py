@@ -61,16 +61,17 @@ class _HistogramAccumulator:
         # kept whole so that each image adds onto it in place (`fused.integer_histogram`):
         # a histogram of its own, cut and merged, cost a 32×32 image ~10 µs, counting it ~5
         self.counts: np.ndarray | None = None
-        self.counted: tuple[str, int] = ("", 0)  # their dtype and value of bin 0
+        self.counted: np.dtype | None = None  # their dtype
 
     def add(self, key: str, pixels: np.ndarray, valid: np.ndarray | None = None) -> None:
-        full = full_range(pixels.dtype, pixels.shape[-1])
-        if full is not None and (self.counts is None or (
-                self.counts.shape == (pixels.shape[-1], full[0])
-                and self.counted[0] == str(pixels.dtype))):
-            if self.counts is None:
-                self.counts = np.zeros((pixels.shape[-1], full[0]), np.int64)
-                self.counted = (str(pixels.dtype), full[1])
+        channels = pixels.shape[-1]
+        if self.counts is None:
+            full = full_range(pixels.dtype, channels)
+            if full is not None:
+                self.counts = np.zeros((channels, full[0]), np.int64)
+                self.counted = pixels.dtype
+        if self.counts is not None and pixels.dtype == self.counted and \
+                len(self.counts) == channels:
             fused.integer_histogram(pixels, self.counts, valid)
             return
         part = Histogram.from_array(pixels, valid)  # another dtype or channel count
@@ -80,7 +81,8 @@ class _HistogramAccumulator:
 
     def result(self) -> Histogram | None:
         if self.counts is not None:
-            part = Histogram.trimmed(self.counts, *self.counted)
+            _, offset = full_range(self.counted, len(self.counts))
+            part = Histogram.trimmed(self.counts, str(self.counted), offset)
             self.value = part if self.value is None else self.value.merge(part)
             self.counts = None
         return self.value
