@@ -34,7 +34,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_images_ahead.h"
+#include "_stream_ahead.h"
 
 /* The AVX-512 VBMI kernel of three channels needs gcc 8 or clang 7 on x86-64.
  * NORMSTATS_PORTABLE_ONLY: build as on another architecture (for tests of the build). */
@@ -222,7 +222,7 @@ TARGET_VBMI static inline int64_t unsigned_total(__m512i lanes) {
 }
 
 TARGET_VBMI static void image_rgb_vbmi(const uint8_t *pixels, Py_ssize_t length,
-                                       int64_t *out) {
+                                       int64_t *out, stream_t *stream) {
     const Py_ssize_t steps = length / 192;
     Py_ssize_t k = 0;
     do {
@@ -231,6 +231,7 @@ TARGET_VBMI static void image_rgb_vbmi(const uint8_t *pixels, Py_ssize_t length,
                           _mm512_setzero_si512()};
         for (; k < stop; k++) {
             const uint8_t *step = pixels + 192 * k;
+            stream_lines(stream, 3); /* the lines it reads, asked for ahead of them */
             add_step(_mm512_loadu_si512(step), _mm512_loadu_si512(step + 64),
                      _mm512_loadu_si512(step + 128), acc);
         }
@@ -261,10 +262,12 @@ static int has_vbmi(void) {
 static int use_vbmi = 0; /* set at import; changed only by _select() */
 
 static void cross_image(const uint8_t *pixels, Py_ssize_t length, Py_ssize_t channels,
-                        int64_t *out, uint32_t *acc, const int32_t *pair_of, uint8_t *pad) {
+                        int64_t *out, uint32_t *acc, const int32_t *pair_of, uint8_t *pad,
+                        stream_t *stream) {
+    stream_to(stream, pixels);
 #if X86_KERNELS
     if (channels == 3 && use_vbmi) {
-        image_rgb_vbmi(pixels, length, out);
+        image_rgb_vbmi(pixels, length, out, stream);
         return;
     }
 #endif
@@ -339,12 +342,10 @@ static PyObject *cross(PyObject *self, PyObject *args) {
         const uint8_t *base = images.buf;
         int64_t *out = sums.buf;
         Py_BEGIN_ALLOW_THREADS
-        const Py_ssize_t ahead = images_ahead(count, row_bytes);
-        for (Py_ssize_t n = 0; n < count; n++) {
-            fetch_image_ahead(base, n, ahead, count, row_bytes);
+        stream_t stream = stream_start(base, count, row_bytes);
+        for (Py_ssize_t n = 0; n < count; n++)
             cross_image(base + n * row_bytes, row_bytes, channels, out + n * pairs, acc,
-                        pair_of, pad);
-        }
+                        pair_of, pad, &stream);
         Py_END_ALLOW_THREADS
         PyMem_RawFree(acc);
         PyMem_RawFree(pair_of);

@@ -70,7 +70,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_images_ahead.h"
+#include "_stream_ahead.h"
 
 /* The vector kernels need gcc 8 or clang 7 (AVX512-VNNI targets) on x86-64.
  * NORMSTATS_PORTABLE_ONLY: build as on another architecture (for tests of the build). */
@@ -254,7 +254,7 @@ typedef struct {
      * 4g..4g+3 (its bytes 16g + KIND_OFFSET + 2m of the period). Zero between flushes. */
     uint32_t *sums, *squares;
     uint8_t *lows, *highs; /* [P], in byte order: byte i of the period */
-    const uint8_t *end;    /* the end of the call's pixels: nothing past it is fetched */
+    stream_t stream; /* its end, the end of the call's pixels: nothing past it is fetched */
 } lanes_t;
 
 static Py_ssize_t gcd(Py_ssize_t a, Py_ssize_t b) {
@@ -483,11 +483,16 @@ TARGET_AVX512 INLINE void pair_step_avx512(const uint8_t *p, Py_ssize_t period, 
 
 /* `steps` steps of one offset from `p`, with the fetches PREFETCH_BYTES describes: each
  * step's bytes in order (`in_order`, the first pass), and the next chunk's into L2
- * (`ahead`). Called with constants, so each combination is a loop without branches. */
+ * (`ahead`); or, with a `stream`, the two lines a step reads asked for that far ahead
+ * of it (_stream_ahead.h). Called with constants, so each combination is a loop
+ * without branches. */
 TARGET_AVX512 INLINE void offset_steps_avx512(const uint8_t *p, Py_ssize_t period,
                                               Py_ssize_t steps, offset_t *a, int in_order,
-                                              int ahead, square_add_fn square_add) {
+                                              int ahead, stream_t *stream,
+                                              square_add_fn square_add) {
     for (Py_ssize_t t = 0; t < steps; t++, p += 2 * period) {
+        if (stream != NULL)
+            stream_lines(stream, 2);
         if (ahead) {
             fetch_ahead(p);
             fetch_ahead(p + period);
@@ -507,7 +512,9 @@ TARGET_AVX512 INLINE void pairs_avx512(lanes_t *lanes, const uint8_t *base, Py_s
     for (Py_ssize_t first = 0; first < pairs; first += layout->chunk_pairs) {
         const Py_ssize_t steps =
             pairs - first < layout->chunk_pairs ? pairs - first : layout->chunk_pairs;
-        const int later = strided && fetches_ahead(lanes->end, base + (first + steps) * step);
+        const int streamed = stream_on(&lanes->stream);
+        const int later = strided && !streamed &&
+                          fetches_ahead(lanes->stream.end, base + (first + steps) * step);
         for (Py_ssize_t v = 0; v < layout->blocks; v++) {
             uint32_t *s = lanes->sums + 16 * v, *q = lanes->squares + 16 * v;
             offset_t a = {{_mm512_loadu_si512(q), _mm512_loadu_si512(q + kind),
@@ -515,14 +522,16 @@ TARGET_AVX512 INLINE void pairs_avx512(lanes_t *lanes, const uint8_t *base, Py_s
                           _mm512_loadu_si512(lanes->lows + BLOCK * v),
                           _mm512_loadu_si512(lanes->highs + BLOCK * v), zero, zero};
             const uint8_t *p = base + first * step + BLOCK * v;
-            if (strided && v == 0 && later)
-                offset_steps_avx512(p, period, steps, &a, 1, 1, square_add);
+            if (streamed)
+                offset_steps_avx512(p, period, steps, &a, 0, 0, &lanes->stream, square_add);
+            else if (strided && v == 0 && later)
+                offset_steps_avx512(p, period, steps, &a, 1, 1, NULL, square_add);
             else if (strided && v == 0)
-                offset_steps_avx512(p, period, steps, &a, 1, 0, square_add);
+                offset_steps_avx512(p, period, steps, &a, 1, 0, NULL, square_add);
             else if (later)
-                offset_steps_avx512(p, period, steps, &a, 0, 1, square_add);
+                offset_steps_avx512(p, period, steps, &a, 0, 1, NULL, square_add);
             else
-                offset_steps_avx512(p, period, steps, &a, 0, 0, square_add);
+                offset_steps_avx512(p, period, steps, &a, 0, 0, NULL, square_add);
             const __m512i even = a.even, odd = a.odd;
             _mm512_storeu_si512(q, a.q[0]);
             _mm512_storeu_si512(q + kind, a.q[1]);
@@ -728,19 +737,26 @@ TARGET_AVX512 INLINE void rgb_block(__m512i x, __m512i s[4], __m512i q[4], __m51
 
 TARGET_AVX512 INLINE void rgb_avx512(const uint8_t *pixels, Py_ssize_t length, int64_t *sums,
                                      int64_t *squares, uint8_t *lows, uint8_t *highs,
-                                     square_add_fn square_add) {
+                                     stream_t *stream, square_add_fn square_add) {
     const __m512i zero = _mm512_setzero_si512();
     const Py_ssize_t pairs = length / (2 * RGB_PERIOD), rest = pairs * 2 * RGB_PERIOD;
     __m512i lo[3], hi[3], sum_classes[3] = {zero, zero, zero};
     __m512i square_classes[3] = {zero, zero, zero};
     /* Offset by offset, as pairs_avx512 (each offset's 8 accumulators in registers, then
-     * added into the classes: 20 registers live, not 32), the first pass asking for each
-     * step's bytes in order (PREFETCH_BYTES). Every index is a constant once unrolled: an
-     * array indexed at run time would live in memory, stored at every step. */
+     * added into the classes: 20 registers live, not 32), each step asking for the
+     * stream's next two lines where the call streams (_stream_ahead.h), the first pass
+     * for each step's bytes in order otherwise (PREFETCH_BYTES). Every index is a
+     * constant once unrolled: an array indexed at run time would live in memory, stored
+     * at every step. */
 #pragma GCC unroll 3
     for (int v = 0; v < 3; v++) {
         offset_t a = {{zero, zero, zero, zero}, _mm512_set1_epi8((char)255), zero, zero, zero};
-        offset_steps_avx512(pixels + BLOCK * v, RGB_PERIOD, pairs, &a, v == 0, 0, square_add);
+        if (stream_on(stream))
+            offset_steps_avx512(pixels + BLOCK * v, RGB_PERIOD, pairs, &a, 0, 0, stream,
+                                square_add);
+        else
+            offset_steps_avx512(pixels + BLOCK * v, RGB_PERIOD, pairs, &a, v == 0, 0, NULL,
+                                square_add);
         __m512i *q = a.q;
         __m512i s[4] = {_mm512_unpacklo_epi16(a.even, zero), _mm512_unpackhi_epi16(a.even, zero),
                         _mm512_unpacklo_epi16(a.odd, zero), _mm512_unpackhi_epi16(a.odd, zero)};
@@ -783,7 +799,7 @@ TARGET_AVX512
 static void image_avx512(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t length,
                          int64_t *sums, int64_t *squares, uint8_t *lows, uint8_t *highs) {
     if (lanes->layout->channels == 3 && length < RGB_BYTES)
-        rgb_avx512(pixels, length, sums, squares, lows, highs, square_add_madd);
+        rgb_avx512(pixels, length, sums, squares, lows, highs, &lanes->stream, square_add_madd);
     else
         lanes_image(lanes, pairs_avx512bw, block_avx512, flush_avx512, extremes_avx512,
                     pixels, length, sums, squares, lows, highs);
@@ -793,7 +809,7 @@ TARGET_AVX512_VNNI
 static void image_avx512vnni(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t length,
                              int64_t *sums, int64_t *squares, uint8_t *lows, uint8_t *highs) {
     if (lanes->layout->channels == 3 && length < RGB_BYTES)
-        rgb_avx512(pixels, length, sums, squares, lows, highs, square_add_vnni);
+        rgb_avx512(pixels, length, sums, squares, lows, highs, &lanes->stream, square_add_vnni);
     else
         lanes_image(lanes, pairs_avx512vnni, block_avx512, flush_avx512, extremes_avx512,
                     pixels, length, sums, squares, lows, highs);
@@ -839,7 +855,9 @@ static void pairs_avx2(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
     for (Py_ssize_t first = 0; first < pairs; first += layout->chunk_pairs) {
         const Py_ssize_t steps =
             pairs - first < layout->chunk_pairs ? pairs - first : layout->chunk_pairs;
-        const int later = strided && fetches_ahead(lanes->end, base + (first + steps) * step);
+        const int streamed = stream_on(&lanes->stream);
+        const int later = strided && !streamed &&
+                          fetches_ahead(lanes->stream.end, base + (first + steps) * step);
         for (Py_ssize_t h = 0; h < 2 * layout->blocks; h++) {
             const Py_ssize_t v = h / 2, lane = 16 * v + 8 * (h % 2), byte = 32 * h;
             uint32_t *s = lanes->sums + lane, *q = lanes->squares + lane;
@@ -851,7 +869,9 @@ static void pairs_avx2(lanes_t *lanes, const uint8_t *base, Py_ssize_t pairs) {
                         _mm256_loadu_si256((const __m256i *)(lanes->highs + byte)), zero, zero};
             const uint8_t *p = base + first * step + byte;
             for (Py_ssize_t t = 0; t < steps; t++, p += step) {
-                if (strided && h == 0)
+                if (streamed) /* a step reads two halves: one line */
+                    stream_lines(&lanes->stream, 1);
+                else if (strided && h == 0)
                     fetch_in_order(p, step);
                 if (later && h % 2 == 0) { /* a block's two halves share its lines */
                     fetch_ahead(p);
@@ -1033,7 +1053,8 @@ TARGET_AVX2 INLINE __m256i rgb_channel_avx2(const __m256i *classes, int c,
 
 TARGET_AVX2 NOINLINE
 static void rgb_avx2(const uint8_t *pixels, Py_ssize_t length, int64_t *sums,
-                     int64_t *squares, uint8_t *lows, uint8_t *highs, const uint8_t *end) {
+                     int64_t *squares, uint8_t *lows, uint8_t *highs, stream_t *stream) {
+    const int streamed = stream_on(stream);
     const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi8((char)255);
     const Py_ssize_t pairs = length / (2 * RGB_PERIOD), rest = pairs * 2 * RGB_PERIOD;
     __m256i sum_classes[3] = {zero, zero, zero}, square_classes[3] = {zero, zero, zero};
@@ -1043,9 +1064,11 @@ static void rgb_avx2(const uint8_t *pixels, Py_ssize_t length, int64_t *sums,
         half_t a = {{zero, zero, zero, zero}, ones, zero, zero, zero};
         const uint8_t *p = pixels + 32 * h;
         for (Py_ssize_t t = 0; t < pairs; t++, p += 2 * RGB_PERIOD) {
-            if (h == 0) { /* the first pass asks for each step's bytes in order */
+            if (streamed) { /* a step reads two halves: one line */
+                stream_lines(stream, 1);
+            } else if (h == 0) { /* the first pass asks for each step's bytes in order */
                 fetch_in_order(p, 2 * RGB_PERIOD);
-                if (fetches_ahead(end, p + 2 * RGB_PERIOD))
+                if (fetches_ahead(stream->end, p + 2 * RGB_PERIOD))
                     for (Py_ssize_t b = 0; b < 2 * RGB_PERIOD; b += 64)
                         fetch_ahead(p + b);
             }
@@ -1094,7 +1117,7 @@ TARGET_AVX2
 static void image_avx2(lanes_t *lanes, const uint8_t *pixels, Py_ssize_t length,
                        int64_t *sums, int64_t *squares, uint8_t *lows, uint8_t *highs) {
     if (lanes->layout->channels == 3 && length < RGB_BYTES)
-        rgb_avx2(pixels, length, sums, squares, lows, highs, lanes->end);
+        rgb_avx2(pixels, length, sums, squares, lows, highs, &lanes->stream);
     else
         lanes_image(lanes, pairs_avx2, block_avx2, flush_avx2, extremes_avx2, pixels,
                     length, sums, squares, lows, highs);
@@ -1310,11 +1333,10 @@ static int run_moments(const variant_t *variant, int every_row, const uint8_t *b
                          (uint32_t *)(memory + 4 * layout->period),
                          memory + 2 * 4 * layout->period,
                          memory + 2 * 4 * layout->period + layout->period,
-                         base + count * row_bytes};
+                         stream_start(base, count, row_bytes)};
         memset(memory, 0, (size_t)(2 * 4 * layout->period)); /* the sums and squares */
-        const Py_ssize_t ahead = images_ahead(count, row_bytes);
         for (Py_ssize_t n = 0; n < count; n++) {
-            fetch_image_ahead(base, n, ahead, count, row_bytes);
+            stream_to(&lanes.stream, base + n * row_bytes);
             variant->image(&lanes, base + n * row_bytes, row_bytes, sum_out + n * channels,
                            sq_out + n * channels, IMAGE_LOWS, IMAGE_HIGHS);
             if (pass != NULL)

@@ -59,10 +59,11 @@ def test_uint8_cross_sums_are_the_python_int_sums(rng, kernel, channels, size):
     assert integer_cross_sums(stack).tolist() == python_cross_sums(stack)
 
 
-@pytest.mark.parametrize("shape", [(400, 32, 32, 3), (1500, 28, 28, 2)])
-def test_uint8_cross_sums_of_calls_that_ask_for_images_ahead(rng, kernel, shape):
-    """Calls past 1 MB of small images ask for the images ahead (_images_ahead.h) up to
-    the last one: the sums are the Python int sums, last image included."""
+@pytest.mark.parametrize("shape", [(400, 32, 32, 3), (1500, 28, 28, 2), (400, 31, 31, 3)])
+def test_uint8_cross_sums_of_calls_that_stream_ahead(rng, kernel, shape):
+    """Calls past 1 MB of small images stream their lines ahead of the reads
+    (_stream_ahead.h) up to the last byte: the sums are the Python int sums, last image
+    included."""
     stack = rng.integers(0, 256, shape, dtype=np.uint8)
     expected = python_cross_sums(stack[-3:])
     assert integer_cross_sums(stack)[-3:].tolist() == expected

@@ -48,11 +48,13 @@ def test_the_compiled_kernel_is_built_with_the_install():
     assert fused.available() and callable(_moments.moments)
 
 
-# (400, 32, 32, 3) and (1500, 28, 28, 1): calls past 1 MB of small images, which ask for
-# the images ahead (IMAGES_AHEAD_BYTES), up to the last one
+# The last four: calls past 1 MB of small images, which stream their lines ahead of the
+# reads (_stream_ahead.h) up to the last byte, through each kernel's steps (three
+# channels, one, a period of five blocks) and the catch-up after a row's tail blocks.
 @pytest.mark.parametrize("shape", [(3, 5, 7, 3), (2, 1, 1, 1), (1, 33, 31, 4), (2, 9, 11, 2),
                                    (1, 1100, 1000, 3), (4, 300, 300, 1), (2, 257, 256, 3),
-                                   (5, 3, 3, 1), (400, 32, 32, 3), (1500, 28, 28, 1)])
+                                   (5, 3, 3, 1), (400, 32, 32, 3), (1500, 28, 28, 1),
+                                   (300, 31, 29, 5), (400, 31, 31, 3)])
 def test_compiled_kernel_equals_the_numpy_kernels(shape, rng, variant):
     stack = rng.integers(0, 256, size=shape, dtype=np.uint8)
     sums, squares, low, high, _ = fused.uint8_moments(stack)
