@@ -393,8 +393,8 @@ INLINE void fetch_ahead(const uint8_t *p) {
  * pixels. A hint past them never faults, but where those pages are not mapped each one
  * costs a page walk: on a virtual machine (AMD EPYC, 2 vCPUs) a lone 256x256x3 array
  * took 63 us with such hints, 25 without them (benchmarks/kernel_speed.py). Within the
- * call's pixels the fetches stay, into the next image of a batch too: a batch of 50,000
- * 32x32x3 images streamed from memory went from 4.0 to 4.5 GB/s on that machine. */
+ * call's pixels the fetches stay, into the next image of a batch too (where the call
+ * does not stream its lines instead: _stream_ahead.h). */
 INLINE int fetches_ahead(const uint8_t *end, const uint8_t *chunk_end) {
     return (uintptr_t)end - (uintptr_t)chunk_end >= PREFETCH_BYTES;
 }
@@ -1020,10 +1020,11 @@ static void extremes_avx2(lanes_t *lanes, uint8_t *lows, uint8_t *highs) {
  * (sums, squares) or byte 0 (extremes), ended by blends. Half h starts at byte 32h of the
  * period, whose channel is 2h % 3; lane j of a kind holds the byte lane_byte(0, 0, j)
  * after the kind's first (j < 8: the unpacks work within 16-byte granules, as AVX-512's).
- * The first pass also fetches the bytes PREFETCH_BYTES ahead, within the call's pixels
- * (`end`): the next images of a batch streamed from memory. Measured on that core:
- * batches of 32x32x3 images 6.7 GB/s from cache, and from memory 5.2 GB/s where the
- * general end gave 4.5. */
+ * Where the call streams (_stream_ahead.h), each step asks for the stream's next line;
+ * otherwise the first pass fetches the bytes PREFETCH_BYTES ahead, within the call's
+ * pixels (the stream's end). Measured on that core: batches of 32x32x3 images 6.7 GB/s
+ * from cache, and from memory 5.2 GB/s where the general end gave 4.5 (before the
+ * stream). */
 
 /* The lanes of squares (q) and of sums widened from 16-bit words (s) of kind k made by
  * a half (its bytes' words beside zero words): block_avx2's arithmetic, in registers. */
