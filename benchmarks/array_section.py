@@ -63,19 +63,18 @@ def memory_read(x: np.ndarray, pool: ThreadPoolExecutor) -> int:
 
 
 def _compiled(images: np.ndarray, calls: int = 1) -> int:
-    """The compiled pass a run's tasks make on (N, H, W, C) uint8 ``images`` (the records
-    pass of `normstats.maths.fused.uint8_moments`: Σx, Σx², min and max per image and
-    channel, each image's spreads binned into the summary's totals as it is read),
-    ``calls`` times, into outputs made once."""
+    """The compiled pass a run's tasks make on (N, H, W, C) uint8 ``images`` when no one
+    keeps their records (`normstats.maths.fused.uint8_summary`: Σx, Σx², min and max of
+    each image and channel, each image's spreads binned into the summary's totals as it is
+    read, no record written), ``calls`` times, into totals made once."""
     from normstats.maths import fused
 
     n, h, w, c = images.shape
     flat, module = images.reshape(n, h * w * c), fused._extension()
-    sums, squares = np.zeros((n, c), np.int64), np.zeros((n, c), np.int64)
-    lows, highs, extremes = np.empty((n, c)), np.empty((n, c)), np.empty((2, c), np.uint8)
+    extremes = np.empty((2, c), np.uint8)
     limbs, totals = fused._spread_buffers(c)
     for _ in range(calls):
-        module.records(flat, n, c, sums, squares, lows, highs, limbs, totals, extremes)
+        module.summary(flat, n, c, limbs, totals, extremes)
     return n * calls
 
 

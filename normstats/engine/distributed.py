@@ -37,7 +37,7 @@ from normstats.errors import NormstatsError, SkipKind
 from normstats.maths.records import Skipped, cross_sums_wanted, wants_cross_sums
 from normstats.maths.summary import Summary, summarize
 from normstats.results.text_report import printable
-from normstats.sources.base import Task, TaskResult, cluster_tasks
+from normstats.sources.base import Task, TaskResult, cluster_tasks, summary_of
 
 __all__ = ["run_on_cluster", "run_distributed", "StageTimes", "CRASH_REASON"]
 
@@ -92,15 +92,17 @@ def _run_task(task: Task, keep_records: bool, cross: bool = False) -> TaskOutcom
     started = time.perf_counter()
     try:
         with cross_sums_wanted(cross):
-            result = task.run()
+            if keep_records:
+                result = task.run()
+                summary = summarize(result.records, result.skipped)
+            else:  # records no one keeps need not be made
+                summary = summary_of(task)
+                result = TaskResult(None, summary.skipped)
     except NormstatsError as error:
         # Returned, not raised: a raised error makes every worker log a "Compute Failed"
         # block with a traceback, for what is one line about one file.
         return TaskOutcome(Summary(), TaskResult(None, ()), time.perf_counter() - started,
                            error)
-    summary = summarize(result.records, result.skipped)
-    if not keep_records:
-        result = TaskResult(None, result.skipped)
     return TaskOutcome(summary, result, time.perf_counter() - started)
 
 

@@ -27,7 +27,7 @@ from normstats.engine.task_threads import task_threads
 from normstats.errors import InvalidOptionError, NormstatsError
 from normstats.maths.records import cross_sums_wanted, wants_cross_sums
 from normstats.maths.summary import Summary, summarize
-from normstats.sources.base import Task, TaskResult
+from normstats.sources.base import Task, TaskResult, summary_of
 
 __all__ = ["run_local", "run_in_process", "SCHEDULERS", "WORKER_DIED"]
 
@@ -48,11 +48,13 @@ class _Outcome:
 def _run_task(task: Task, keep_records: bool, cross: bool = False) -> _Outcome:
     """Runs where the task runs: read, decode and summarise, so only numbers travel.
     ``cross``: the records hold the channel cross sums (the run asked for the covariance;
-    a worker thread or process does not inherit the caller's `cross_sums_wanted`)."""
+    a worker thread or process does not inherit the caller's `cross_sums_wanted`).
+    Records no one keeps need not be made (`summary_of`)."""
     with cross_sums_wanted(cross):
+        if not keep_records:
+            return _Outcome(summary_of(task), None)
         result = task.run()
-    return _Outcome(summarize(result.records, result.skipped),
-                    result if keep_records else None)
+    return _Outcome(summarize(result.records, result.skipped), result)
 
 
 def run_local(tasks: Sequence[Task], workers: int, scheduler: str, bar: ProgressBar) -> Summary:

@@ -44,7 +44,8 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["uint8_moments", "KernelTotals", "uint8_moments_into", "uint8_moments_rows",
+__all__ = ["uint8_moments", "uint8_summary", "KernelTotals", "uint8_moments_into",
+           "uint8_moments_rows",
            "uint8_running_sums", "outputs", "available", "KERNEL_CHANNELS", "exponent_bins",
            "integer_spreads", "kernel_info", "MISSING_NOTICE", "integer_histogram"]
 
@@ -213,9 +214,10 @@ class KernelTotals:
         The images (record rows) they cover.
     pixels : int
         The values of each image per channel.
-    image_sums : numpy.ndarray
+    image_sums : numpy.ndarray or None
         The (N, C) Σx the pass wrote: records holding this very array (not an equal copy,
-        not one changed since) hold the images it read.
+        not one changed since) hold the images it read. None from `uint8_summary`, which
+        keeps no record: these totals then cover no records.
     limbs : numpy.ndarray
         (3, C, 72) uint64: the fixed-point totals of each image's std, sample std and
         variance per channel, in 32-bit limbs.
@@ -223,6 +225,8 @@ class KernelTotals:
         (2, C, 2) uint64: the exact Σx and Σx² over the images, int128 low and high words.
     extremes : numpy.ndarray
         (2, C) uint8: each channel's minimum, then its maximum, over the images.
+    cross : tuple of int, optional
+        Each pair's Σx_c·x_d over the images, pairs c < d (`uint8_summary` with ``cross``).
 
     Examples
     --------
@@ -238,10 +242,11 @@ class KernelTotals:
 
     images: int
     pixels: int
-    image_sums: np.ndarray = field(repr=False)
+    image_sums: np.ndarray | None = field(repr=False)
     limbs: np.ndarray = field(repr=False)
     totals: np.ndarray = field(repr=False)
     extremes: np.ndarray = field(repr=False)
+    cross: tuple[int, ...] | None = None
 
     @property
     def channels(self) -> int:
@@ -354,6 +359,51 @@ def uint8_moments(stack: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     complete = module.records(flat, n, c, sums, squares, lows, highs, limbs, totals, extremes)
     kernel = KernelTotals(n, h * w, sums, limbs, totals, extremes) if complete else None
     return sums, squares, lows, highs, kernel
+
+
+def uint8_summary(stack: np.ndarray, cross: bool = False) -> KernelTotals | None:
+    """The `KernelTotals` of a uint8 (N, H, W, C) stack of at most `KERNEL_CHANNELS`
+    channels from the compiled pass, without records: what `uint8_moments` gives beside
+    them, bit for bit, where no one keeps the records (the pass neither allocates nor
+    writes them). With ``cross``, their ``cross`` totals too: each pair's Σx_c·x_d over
+    the images, read a part of the stack at a time right after its moments, from cache.
+    None without the compiled kernels, or where the summary must compute the spreads
+    numpy's way (from records).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> kernel = uint8_summary(np.array([[[[3, 1]], [[5, 2]]], [[[4, 0]], [[9, 1]]]], np.uint8),
+    ...                        cross=True)
+    >>> kernel.images, kernel.spreads()[1:], kernel.minimum, kernel.cross
+    (2, ([21, 4], [131, 6]), (3.0, 0.0), (22,))
+    """
+    n, h, w, c = stack.shape
+    module = _extension()
+    api = _cross_api() if cross else None
+    if module is None or (cross and api is None):
+        return None
+    flat = np.ascontiguousarray(stack).reshape(n, h * w * c)
+    limbs, totals = _spread_buffers(c)
+    extremes = np.empty((2, c), np.uint8)
+    pairs = np.zeros((c * (c - 1) // 2, 2), np.uint64)  # int128s: low, then high word
+    made = module.summary(flat, n, c, limbs, totals, extremes, api, pairs) if cross else \
+        module.summary(flat, n, c, limbs, totals, extremes)
+    if not made:
+        return None
+    return KernelTotals(n, h * w, None, limbs, totals, extremes,
+                        tuple(int(low) + (int(high) << 64) for low, high in pairs)
+                        if cross else None)
+
+
+def _cross_api() -> object | None:
+    """The cross sums kernel `uint8_summary` calls between parts (the capsule
+    `normstats.maths._cross` exports), or None where it was not built."""
+    try:
+        from normstats.maths import _cross
+    except ImportError:
+        return None
+    return getattr(_cross, "_C_API", None)
 
 
 def uint8_moments_into(image: np.ndarray, row: int, sums: np.ndarray, squares: np.ndarray,

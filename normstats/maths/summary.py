@@ -23,9 +23,11 @@ from normstats.maths.records import (
     describe_signature,
     has_cross_sums,
     pooling_hint,
+    records_from_stack,
+    wants_cross_sums,
 )
 
-__all__ = ["Summary", "summarize"]
+__all__ = ["Summary", "summarize", "summarize_stack"]
 
 
 @dataclass(frozen=True)
@@ -153,15 +155,13 @@ def summarize(records: Records | None, skipped: tuple[Skipped, ...] = ()) -> Sum
     if records.valid is not None:
         return _summarize_valid(records, skipped)
     kernel = records.kernel_totals if isinstance(records, IntegerRecords) else None
-    if kernel is not None and not kernel.covers(records.pixels, records.sums):
-        kernel = None  # not these records' totals: computed from the records
-    (std_sum, std_ddof1_sum, var_sum), moments = _spread_sums(records, kernel)
-    if kernel is not None:  # made by the pass that read the images: no pass over records
-        images_ddof1, minimum, maximum = kernel.images_ddof1, kernel.minimum, kernel.maximum
-    else:
-        images_ddof1 = int((records.pixels >= 2).sum())
-        minimum = tuple(float(v) for v in _columns(records.minimum).min(axis=1))
-        maximum = tuple(float(v) for v in _columns(records.maximum).max(axis=1))
+    if kernel is not None and kernel.covers(records.pixels, records.sums):
+        # made by the pass that read the images: no pass over the records
+        return _kernel_summary(kernel, records, skipped, _cross_totals(records))
+    (std_sum, std_ddof1_sum, var_sum), moments = _spread_sums(records)
+    images_ddof1 = int((records.pixels >= 2).sum())
+    minimum = tuple(float(v) for v in _columns(records.minimum).min(axis=1))
+    maximum = tuple(float(v) for v in _columns(records.maximum).max(axis=1))
     return Summary(
         signature=records.signature,
         description=describe_signature(records),
@@ -179,18 +179,64 @@ def summarize(records: Records | None, skipped: tuple[Skipped, ...] = ()) -> Sum
     )
 
 
-def _spread_sums(records: Records, kernel: fused.KernelTotals | None = None
-                 ) -> tuple[tuple[list[int], list[int], list[int]], Moments]:
+def summarize_stack(stack: np.ndarray, channel_names: tuple[str, ...] | None = None
+                    ) -> Summary | None:
+    """The `Summary` of a uint8 (N, H, W, C) stack straight from the compiled pass that
+    reads it, without records (`normstats.maths.fused.uint8_summary`): what
+    ``summarize(records_from_stack(stack))`` gives, bit for bit, where no one keeps the
+    records. None where that pass does not make it (another dtype, more than
+    `fused.KERNEL_CHANNELS` channels, channel cross sums wanted, no compiled kernel, or
+    images whose spreads numpy must compute): the caller summarises records then.
+
+    Examples
+    --------
+    >>> stack = np.arange(24, dtype=np.uint8).reshape(2, 2, 2, 3)
+    >>> summarize_stack(stack) == summarize(records_from_stack(stack))
+    True
+    """
+    if stack.dtype != np.uint8 or stack.ndim != 4 or stack.shape[-1] > fused.KERNEL_CHANNELS:
+        return None
+    if len(stack) == 0:
+        return Summary()
+    cross = wants_cross_sums()
+    kernel = fused.uint8_summary(stack, cross)
+    if kernel is None:
+        return None
+    # the records' signature and description, from records of no image
+    template = records_from_stack(stack[:0], channel_names=channel_names, cross=False)
+    return _kernel_summary(kernel, template, (), kernel.cross)
+
+
+def _kernel_summary(kernel: fused.KernelTotals, records: Records,
+                    skipped: tuple[Skipped, ...], cross: tuple[int, ...] | None) -> Summary:
+    """The `Summary` of the images a compiled pass read, from its totals; ``records``
+    (theirs, or of none of them) give the signature, description and example."""
+    (std_sum, std_ddof1_sum, var_sum), totals, squares = kernel.spreads()
+    return Summary(
+        signature=records.signature,
+        description=describe_signature(records),
+        example=records.keys[0] if records.keys else "an array",
+        images=kernel.images,
+        moments=IntegerMoments(kernel.images * kernel.pixels, tuple(totals), tuple(squares)),
+        std_sum=tuple(std_sum),
+        std_ddof1_sum=tuple(std_ddof1_sum),
+        var_sum=tuple(var_sum),
+        images_ddof1=kernel.images_ddof1,
+        minimum=kernel.minimum,
+        maximum=kernel.maximum,
+        skipped=tuple(skipped),
+        cross=cross,
+    )
+
+
+def _spread_sums(records: Records) -> tuple[tuple[list[int], list[int], list[int]], Moments]:
     """Exact fixed-point sums over images of each image's std, sample std (images of two
-    pixels or more) and variance, per channel, and the records' pooled moments: the
-    ``kernel``'s totals of these records, or one compiled pass over integer records
-    (`normstats.maths.fused.integer_spreads`: on small images the summary is a sizeable
-    share of a task, a fifth of the reading of 32x32 ones), or numpy's: the same values,
-    so the same sums."""
+    pixels or more) and variance, per channel, and the records' pooled moments: one
+    compiled pass over integer records (`normstats.maths.fused.integer_spreads`: on small
+    images the summary is a sizeable share of a task, a fifth of the reading of 32x32
+    ones), or numpy's: the same values, so the same sums."""
     compiled = None
-    if kernel is not None:
-        compiled = kernel.spreads()
-    elif isinstance(records, IntegerRecords):
+    if isinstance(records, IntegerRecords):
         compiled = fused.integer_spreads(records.pixels, records.sums, records.sums_sq)
     if compiled is None:
         var0 = records.image_variance(0)

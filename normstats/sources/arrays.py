@@ -55,6 +55,7 @@ from normstats.maths.records import (
     records_from_stack,
     wants_cross_sums,
 )
+from normstats.maths.summary import Summary, summarize, summarize_stack
 from normstats.sources.base import Task, TaskResult, split_evenly
 from normstats.sources.zarr_chunks import (
     holes_in,
@@ -289,6 +290,20 @@ class ArrayTask:
 
     def run(self) -> TaskResult:
         return self.result_of(self.stack())
+
+    def summary(self) -> Summary:
+        """The summary of the task's images (`normstats.sources.base.summary_of`): straight
+        from the compiled pass that reads 8-bit images where every value counts, without
+        records (on 50,000 32x32x3 images in memory, two threads: 4.3 ms where the pass
+        that makes records took 5.3, most of it page faults of new outputs); else their
+        records summarised."""
+        stack = self.stack()
+        if self.nodata is None and self.mask is None:
+            made = summarize_stack(stack, self.channel_names)
+            if made is not None:
+                return made
+        result = self.result_of(stack)
+        return summarize(result.records, result.skipped)
 
     def result_of(self, stack: np.ndarray) -> TaskResult:
         """The records of ``stack``, this task's images as `stack` reads them; images

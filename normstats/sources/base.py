@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from normstats.maths.records import Records, Skipped
+from normstats.maths.summary import Summary, summarize
 
-__all__ = ["TaskResult", "Task", "Source", "split_evenly", "default_task_size",
+__all__ = ["TaskResult", "Task", "summary_of", "Source", "split_evenly", "default_task_size",
            "cluster_tasks"]
 
 
@@ -35,13 +36,38 @@ class TaskResult:
 
 @runtime_checkable
 class Task(Protocol):
-    """A picklable unit of work: ``run()`` returns a `TaskResult`."""
+    """A picklable unit of work: ``run()`` returns a `TaskResult`.
+
+    A task may also have ``summary()``: the `Summary` of its images, what
+    ``summarize(run().records, run().skipped)`` gives, made without records where it can
+    (`summary_of` calls it when no one keeps the records).
+    """
 
     @property
     def size(self) -> int:
         """Number of images (or files) the task covers, for progress and planning."""
 
     def run(self) -> TaskResult: ...
+
+
+def summary_of(task: Task) -> Summary:
+    """The `Summary` of a task's images when no one keeps their records: the task's own
+    ``summary()`` where it has one (array tasks of 8-bit images make it as they read
+    them, without records), else its records summarised.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from normstats.sources import open_source
+    >>> (task,) = open_source(np.zeros((4, 2, 2, 3), np.uint8)).tasks()
+    >>> summary_of(task).images
+    4
+    """
+    own = getattr(task, "summary", None)
+    if own is not None:
+        return own()
+    result = task.run()
+    return summarize(result.records, result.skipped)
 
 
 @runtime_checkable

@@ -72,6 +72,46 @@ def test_uint8_cross_sums_of_calls_that_stream_ahead(rng, kernel, shape):
             np.triu_indices(shape[3], 1)].tolist()
 
 
+# a part is 1.25 MB of images (CROSS_PART_BYTES): 486 of 31x29x3, so (500, 31, 29, 3) is a
+# whole part and a short one; a 700x700x3 image is a part alone; 1,600 of 28x28x1 one part
+@pytest.mark.parametrize("shape", [(500, 31, 29, 3), (2, 700, 700, 3), (1000, 26, 27, 5),
+                                   (1600, 28, 28, 1), (3, 2, 2, 2), (1, 1, 1, 3),
+                                   (40, 6, 5, 128)])
+def test_the_summary_pass_adds_the_cross_sums_of_each_part_it_reads(rng, kernel, shape):
+    """`fused.uint8_summary(stack, cross=True)`: the cross kernel reads each part of the
+    stack right after the moments kernel, and adds its sums onto int128 totals: the Python
+    int totals over every image, across parts, with every cross kernel and the same
+    moments' totals as without the cross sums."""
+    from normstats.maths import fused
+
+    stack = rng.integers(0, 256, shape, dtype=np.uint8)
+    made = fused.uint8_summary(stack, cross=True)
+    assert made is not None
+    assert made.cross == tuple(sum(column) for column in zip(*python_cross_sums(stack))) \
+        if shape[3] > 1 else made.cross == ()
+    plain = fused.uint8_summary(stack)
+    assert made.spreads() == plain.spreads() and plain.cross is None
+    assert np.array_equal(made.extremes, plain.extremes)
+
+
+def test_the_summary_pass_refuses_a_cross_kernel_or_totals_it_cannot_use():
+    from normstats.maths import _moments, fused
+
+    images, (limbs, totals) = np.zeros((2, 12), np.uint8), fused._spread_buffers(3)
+    extremes, pairs = np.empty((2, 3), np.uint8), np.zeros((3, 2), np.uint64)
+    with pytest.raises(ValueError, match="cross_totals holds"):
+        _moments.summary(images, 2, 3, limbs, totals, extremes, _cross._C_API, pairs[:2])
+    with pytest.raises(TypeError, match="need cross_totals"):
+        _moments.summary(images, 2, 3, limbs, totals, extremes, _cross._C_API)
+    with pytest.raises((TypeError, ValueError)):  # not the cross kernel's capsule
+        _moments.summary(images, 2, 3, limbs, totals, extremes, "cross", pairs)
+    with pytest.raises(ValueError, match="share memory"):
+        _moments.summary(images, 2, 3, limbs, totals, extremes, _cross._C_API,
+                         limbs.reshape(-1)[:6].reshape(3, 2))
+    assert _moments.summary(images, 2, 3, limbs, totals, extremes, _cross._C_API, pairs)
+    assert pairs.tolist() == [[0, 0]] * 3
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16", "int8", "bool"])
 @pytest.mark.parametrize("channels", [2, 3, 4])
 def test_cross_sums_of_every_integer_dtype_through_both_paths(rng, monkeypatch, dtype,

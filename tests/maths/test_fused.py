@@ -416,6 +416,51 @@ def test_totals_made_by_the_kernel_are_the_summary_pass(shape, rng, variant):
     assert kernel.images_ddof1 == (len(stack) if shape[1] * shape[2] >= 2 else 0)
 
 
+# (400, 31, 31, 3) and (1500, 28, 28, 1) pass 1 MB: the calls that stream ahead
+@pytest.mark.parametrize("shape", [(2049, 4, 4, 3), (7, 1, 1, 1), (3, 2, 3, 128),
+                                   (2, 1100, 1000, 3), (40, 5, 3, 2), (400, 31, 31, 3),
+                                   (1500, 28, 28, 1), (0, 4, 4, 3)])
+def test_the_summary_pass_makes_the_totals_of_the_records_pass_without_records(
+        shape, rng, variant):
+    """`fused.uint8_summary` (each image's sums in one image's cells, zeroed before each
+    image, no record written) makes the `KernelTotals` the records pass makes, bit for
+    bit, with every kernel variant; they cover no records."""
+    stack = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    if len(stack):
+        stack[0] = 7  # a constant image: variance 0
+    sums, _, _, _, expected = fused.uint8_moments(stack)
+    got = fused.uint8_summary(stack)
+    assert got is not None and expected is not None
+    assert (got.images, got.pixels, got.channels) == (expected.images, expected.pixels,
+                                                      expected.channels)
+    assert got.spreads() == expected.spreads()
+    assert np.array_equal(got.extremes, expected.extremes)
+    assert got.image_sums is None and not got.covers(np.full(len(stack), got.pixels), sums)
+
+
+def test_the_summary_pass_leaves_to_numpy_what_int64_cannot_hold():
+    """As the records pass: an image of 2**26 values of 255 gives no totals (None)."""
+    assert fused.uint8_summary(np.full((1, 8192, 8192, 1), 255, np.uint8)) is None
+
+
+def test_the_summary_pass_refuses_buffers_of_the_wrong_size_instead_of_overrunning_them():
+    limbs, totals = fused._spread_buffers(3)
+    extremes = np.empty((2, 3), np.uint8)
+    images = np.zeros((2, 12), np.uint8)
+    with pytest.raises(ValueError, match="spreads holds"):
+        _moments.summary(images, 2, 3, fused._spread_buffers(2)[0], totals, extremes)
+    with pytest.raises(ValueError, match="totals holds"):
+        _moments.summary(images, 2, 3, limbs, fused._spread_buffers(2)[1], extremes)
+    with pytest.raises(ValueError, match="extremes holds"):
+        _moments.summary(images, 2, 3, limbs, totals, extremes[:1])
+    with pytest.raises(ValueError, match="whole number of pixels"):
+        _moments.summary(np.zeros((2, 13), np.uint8), 2, 3, limbs, totals, extremes)
+    with pytest.raises(ValueError, match="channels"):
+        _moments.summary(images, 2, 200, limbs, totals, extremes)
+    with pytest.raises(ValueError):  # outputs sharing memory
+        _moments.summary(images, 2, 3, limbs, limbs, extremes)
+
+
 def test_kernel_spreads_of_the_largest_significands_stay_exact():
     """4,100 images of two pixels, 0 and 181: each variance is 32761 / 4 = 8190.25, whose
     significand is within 0.03% of 2**53, so a bin of 2,049 of them would pass 2**64; the

@@ -109,6 +109,51 @@ def test_the_totals_the_kernel_made_as_it_read_are_the_summary(rng, monkeypatch)
     assert summarize(records) == with_kernel
 
 
+@pytest.mark.parametrize("shape", [(300, 5, 7, 3), (9, 1, 1, 1), (4, 2, 3, 128),
+                                   (1, 6, 6, 5), (0, 3, 3, 3)])
+def test_a_stack_summarised_without_records_is_its_records_summary(shape, rng):
+    """`summarize_stack`: the summary of a uint8 stack from the pass that reads it, without
+    records, is the summary of its records, field for field, with its channel names, and
+    against Python ints for the pooled sums."""
+    from normstats.maths.summary import summarize_stack
+
+    stack = rng.integers(0, 256, shape, dtype=np.uint8)
+    names = tuple(f"b{i}" for i in range(shape[3]))
+    for channel_names in (None, names):
+        made = summarize_stack(stack, channel_names)
+        assert made == summarize(records_from_stack(stack, channel_names=channel_names))
+    if len(stack):
+        assert made.signature[2] == names
+        assert made.moments.total == tuple(int(v) for v in stack.astype(np.int64).sum(
+            axis=(0, 1, 2)))
+
+
+@pytest.mark.parametrize("shape", [(300, 5, 7, 3), (4, 2, 3, 5), (3, 1, 1, 1)])
+def test_a_stack_summarised_with_cross_sums_is_its_records_summary(shape, rng):
+    """With the channel cross sums wanted, their totals too (Python ints of the pairs)."""
+    from normstats.maths.records import cross_sums_wanted
+    from normstats.maths.summary import summarize_stack
+
+    stack = rng.integers(0, 256, shape, dtype=np.uint8)
+    with cross_sums_wanted(True):
+        made = summarize_stack(stack)
+        assert made == summarize(records_from_stack(stack))
+    wide = stack.reshape(-1, shape[3]).astype(np.int64).tolist()
+    pairs = [(c, d) for c in range(shape[3]) for d in range(c + 1, shape[3])]
+    assert made.cross == tuple(sum(p[c] * p[d] for p in wide) for c, d in pairs)
+
+
+def test_a_stack_the_summary_pass_does_not_make_is_left_to_records(rng):
+    """None (the caller summarises records): another dtype, more channels than one call
+    takes, or images whose spreads numpy must compute."""
+    from normstats.maths import fused
+    from normstats.maths.summary import summarize_stack
+
+    assert summarize_stack(np.zeros((2, 3, 3, 3), np.uint16)) is None
+    assert summarize_stack(np.zeros((2, 3, 3, fused.KERNEL_CHANNELS + 1), np.uint8)) is None
+    assert summarize_stack(np.full((1, 8192, 8192, 1), 255, np.uint8)) is None
+
+
 def test_records_made_from_records_never_carry_stale_spreads(rng):
     """Records made from records (other rows, channels or values) drop the kernel's
     totals (`replaced`, `take`, `concat_records`); and totals that no longer match their

@@ -354,3 +354,56 @@ def test_a_3d_array_shaped_like_one_image_is_read_by_the_rule_and_the_line_says_
         for quiet in (rng.integers(0, 256, (5, 28, 28), dtype=np.uint8), planes[:1], str(idx)):
             normstats.compute(quiet)
     assert caplog.records == []
+
+
+@pytest.mark.parametrize("case", ["uint8", "uint8 nodata", "uint8 masked", "uint16",
+                                  "float with NaN", "uint8 200 channels"])
+def test_an_array_tasks_summary_is_its_records_summary(case):
+    """`ArrayTask.summary` (what a run takes when no one keeps the records): straight from
+    the pass over 8-bit images where every value counts, else the records summarised;
+    either way the summary of the task's records, skipped images included."""
+    from normstats.maths.summary import summarize
+    from normstats.sources.base import summary_of
+
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, (12, 5, 4, 3)).astype(np.uint16 if case == "uint16"
+                                                       else np.uint8)
+    options = {}
+    if case == "uint8 nodata":
+        options["nodata"] = 7
+    elif case == "uint8 masked":
+        data = np.ma.masked_array(data, mask=data > 200)
+    elif case == "float with NaN":
+        data = data.astype(np.float32)
+        data[4, 1, 1, 0] = np.nan
+    elif case == "uint8 200 channels":
+        data = rng.integers(0, 256, (3, 2, 2, 200)).astype(np.uint8)
+        options["layout"] = "NHWC"
+    for task in ArraySource(data, **options).tasks(task_size=5):
+        result = task.run()
+        assert summary_of(task) == task.summary() == summarize(result.records, result.skipped)
+    if case == "float with NaN":
+        assert [s.path for s in summary_of(ArraySource(data).tasks(task_size=5)[0]).skipped] \
+            == ["array[4]"]
+
+
+def test_a_run_that_keeps_no_record_of_8_bit_images_makes_none(monkeypatch):
+    """compute() of a uint8 array (threads or in process) takes the summary pass, no
+    records; a caller that asks for the records (on_result) gets them, and the same
+    statistics."""
+    from normstats.maths import fused
+
+    data = np.random.default_rng(4).integers(0, 256, (400, 8, 8, 3), dtype=np.uint8)
+    expected = normstats.compute(data, workers=1)
+    real = fused.uint8_moments
+
+    def no_records(stack):
+        assert len(stack) == 0, "records made that no one keeps"
+        return real(stack)  # records of no image: the summary's signature
+    monkeypatch.setattr(fused, "uint8_moments", no_records)
+    assert normstats.compute(data, workers=1) == expected
+    assert normstats.compute(data, workers=2, task_size=50) == expected
+    monkeypatch.setattr(fused, "uint8_moments", real)
+    kept = []
+    assert normstats.compute(data, workers=2, task_size=50, on_result=kept.append) == expected
+    assert sum(len(result.records) for result in kept) == 400

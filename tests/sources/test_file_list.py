@@ -68,6 +68,20 @@ def test_take_gathers_in_the_given_order(entries):
         files.take([len(entries)])
 
 
+@pytest.mark.parametrize("indices", [[1, 2, 4, 6], [2, 3, 4], [0, 6], [5, 6], [-3, -2, -1]])
+def test_take_in_order_matches_the_entries_from_a_list_or_a_slice(entries, indices):
+    """Files taken in order (copied from the first to the last, or a view where they are
+    consecutive) are the entries, from the whole list and from a slice of it (whose
+    offsets do not start at 0)."""
+    doubled = entries + entries
+    files, part = FileList.of(doubled), FileList.of(doubled)[3:10]
+    assert list(files.take(indices)) == [doubled[i] for i in indices]
+    assert list(part.take(indices)) == [doubled[3:10][i] for i in indices]
+    assert part.take(indices) == FileList.of([doubled[3:10][i] for i in indices])
+    consecutive = np.ptp(np.asarray(indices) % 7) == len(indices) - 1
+    assert np.shares_memory(part.take(indices).sizes, part.sizes) == consecutive
+
+
 def test_equality_hashing_and_the_sequence_mixins(entries):
     files = FileList.of(entries)
     same = FileList.of(list(entries))

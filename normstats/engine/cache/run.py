@@ -327,24 +327,33 @@ def _combine(source: FolderSource, cached: Records | None, decision: CachePlan,
 
 def _finish(store: DatasetCache, source: FolderSource, decision: CachePlan,
             segments: list[LoadedSegment], writer: SegmentWriter, junk: int) -> None:
-    """Commit the rest of a successful run, then compact the group into one segment of
-    exactly the current files' entries when it is not already that."""
+    """Compact the group into one segment of exactly the current files' entries when it
+    is not already that, with the records that arrived since the run's last commit taken
+    from memory; committed as during the run if the compaction fails or is interrupted."""
     live = len(decision.segments_used) + writer.segments + writer.has_pending
-    writer.close()
     # The run's own commits are packed and uncompressed, cheap to write; the compaction
-    # rewrites them as the compressed arrays, one file each, that later runs read.
-    if writer.store is None or not (writer.segments or needs_compaction(live, decision.stale,
-                                                                         junk)):
+    # rewrites them as the compressed arrays, one file each, that later runs read. What
+    # arrived since the last commit goes straight in, not committed first to be read
+    # back at once (all of a cold run of under FLUSH_SECONDS: no commit at all).
+    if writer.store is None or not (writer.segments or writer.has_pending or
+                                    needs_compaction(live, decision.stale, junk)):
+        writer.close()
         return
     by_name = {s.index.name: s.records for s in segments}
     reused = [RecordRows(by_name[name], listed, rows)
               for (name, rows), listed in zip(decision.reuse, decision.listed)]
+    pending, pending_failures = writer.pending()
     try:
-        compacted = write_listed(store, source.walk.files, reused, writer.written,
-                                 decision.failures + tuple(writer.failures))
-    except Exception as error:  # noqa: BLE001 - a failed compaction leaves a valid cache
+        compacted = write_listed(store, source.walk.files, reused + pending, writer.written,
+                                 decision.failures + tuple(writer.failures) +
+                                 tuple(pending_failures))
+    except BaseException as error:
+        writer.close()  # a failed compaction leaves a valid cache; a kill loses no more
+        if not isinstance(error, Exception):  # Ctrl-C: what arrived is committed
+            raise
         log.warning("normstats: could not compact the cache %s (%s)", store.path, error)
         return
+    writer.compacted()
     try:
         store.remove_all_but(compacted.name)
     except OSError as error:  # leftovers are junk, removed by the next compaction

@@ -3,8 +3,8 @@
 A `SegmentWriter` receives each decoded task's result in the process that runs the
 pipeline and commits what has arrived every ``flush_seconds`` or every `FLUSH_ROWS`
 images, whichever comes first: a kill loses at most that much work. These commits are not
-compressed: the compaction that ends a run of several of them (and compresses) reads them
-back at once, and a run of one leaves one small segment. A result is reduced
+compressed: the compaction that ends the run (and compresses) reads them back at once,
+with what arrived since the last commit taken from memory (`pending`). A result is reduced
 on arrival to its record arrays and the listed row each record answers (its path
 strings are dropped: the listing has them), so the process holds ~110 bytes an image
 until the next commit, and afterwards 4 (the listed rows, which the compaction needs; 8
@@ -38,8 +38,12 @@ from normstats.sources.file_list import FileEntry, FileList
 
 __all__ = ["SegmentWriter", "FLUSH_ROWS"]
 
-#: Results are committed at least every this many images (what a run holds at most).
-FLUSH_ROWS = 1 << 14
+#: Results are committed at least every this many images: what a run holds at most
+#: (~110 bytes an image: ~14 MB). What a kill can lose is bounded by time instead
+#: (``flush_seconds``); each commit costs a few milliseconds and files that the
+#: compaction reads back, so a cold run of under ``flush_seconds`` commits nothing
+#: until its compaction takes its records from memory.
+FLUSH_ROWS = 1 << 17
 
 log = logging.getLogger("normstats.engine.cache")
 OnResult = Callable[[TaskResult], None]
@@ -139,6 +143,16 @@ class SegmentWriter:
     def close(self) -> None:
         """Commit whatever is still buffered (also after Ctrl-C or an error)."""
         self.flush()
+
+    def pending(self) -> tuple[list[RecordRows], list[CachedFailure]]:
+        """What has arrived since the last commit, still held: the records and failures a
+        compaction can take from memory instead of committing them first."""
+        return list(self._pending), list(self._pending_failures)
+
+    def compacted(self) -> None:
+        """Let go of what `pending` gave: a compaction has committed it."""
+        self.failures += self._pending_failures
+        self._pending, self._pending_failures, self._pending_rows = [], [], 0
 
     def _stop(self, error: Exception) -> None:
         if self.store is not None:

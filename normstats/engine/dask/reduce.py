@@ -51,7 +51,7 @@ from normstats.maths.records import (
     has_cross_sums,
     without_cross_sums,
 )
-from normstats.maths.summary import Summary, summarize
+from normstats.maths.summary import Summary, summarize, summarize_stack
 from normstats.sources.arrays import as_nhwc, check_axes, layout_of, stack_records
 
 __all__ = ["Plan", "Part", "is_dask_array", "as_image_blocks", "chunk_parts", "fresh_name",
@@ -210,9 +210,16 @@ def _chunk(block: np.ndarray, lost: np.ndarray | None = None, *, plan: Plan) -> 
 
     ``lost`` holds the files skipped by the one reader task that made this block.
     """
-    with np.errstate(invalid="ignore", over="ignore"), cross_sums_wanted(plan.cross):
-        records = stack_records(np.asarray(block))  # NaN images are named, then dropped
     skipped = () if lost is None else lost.item()
+    block = np.asarray(block)
+    if plan.whole and not plan.collect:
+        # 8-bit blocks: the summary straight from the pass that reads them, no records
+        with cross_sums_wanted(plan.cross):
+            summary = summarize_stack(block)
+        if summary is not None:
+            return boxed(Part(len(block), summary if len(block) else None, (), skipped))
+    with np.errstate(invalid="ignore", over="ignore"), cross_sums_wanted(plan.cross):
+        records = stack_records(block)  # NaN images are named, then dropped
     if not plan.whole:
         return boxed(records)
     part = _image_part(records, plan, skipped)
