@@ -6,9 +6,9 @@ written or reused only for a listed file with exactly its key). Its records come
 memory (the results a run has received since its last commit; the rows of the segments it
 loaded that it keeps) or from disk (the segments the run committed as it went, which a
 compaction gathers into one). Each array is made from every part, put in listing order,
-added to the digest, written and dropped: a compaction of a million images holds three
-arrays at a time (~30 MB each: two compressed and written by two threads while the next
-is gathered), never all the records (~250 MB with their paths). Arrays follow
+added to the digest, written and dropped: a compaction of a million images holds two
+arrays at a time (~30 MB each: one compressed and written by a second thread while the
+next is gathered), never all the records (~250 MB with their paths). Arrays follow
 `normstats.maths.records.concat_records`: the channel cross sums only when every part
 holds them, valid-value counts when any part does (every pixel counted for the others).
 """
@@ -114,7 +114,7 @@ def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[Recor
                  compress: bool = True) -> WrittenSegment:
     """Commit one segment of the records ``in_memory``, those of the segments ``on_disk``
     and ``failures``, in the order of ``files``; return it (the others are untouched).
-    ``compress``: its arrays compressed (`zarr_chunks.BLOSC`), one zarr array each, as a compaction
+    ``compress``: its arrays compressed (zstd), one zarr array each, as a compaction
     writes them for every later run to read; otherwise (a commit during a run, whose
     records only this run's compaction reads again) uncompressed and packed into one zarr
     array (`packed_names`): 3 files where ~30 cost the file system up to a millisecond each.
@@ -176,16 +176,15 @@ def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[Recor
     return WrittenSegment(name, rows)
 
 
-#: Threads that compress and write a compaction's arrays. Two: a compaction ends a run,
-#: when the cores the decoding workers used are free, and blosc releases the GIL while
-#: it compresses. Each array costs its folder and two files too: on 100,000 PNGs 16²,
-#: writing the nine arrays took 25-30 ms of one thread, 9 of them compressing.
-COMPRESSORS = 2
+#: Threads that compress and write a compaction's arrays while the caller gathers and
+#: digests the next. One: with two, the compaction of 100,000 PNGs 16² took 63.6-70.9 ms
+#: against 66.7-69.7 (three runs each), holding one array more.
+COMPRESSORS = 1
 
 
 class _Compressing:
     """Arrays compressed and written by `COMPRESSORS` threads while the caller gathers and
-    digests the next (blosc and BLAKE2b both release the GIL); at most one array waits a
+    digests the next (zstd and BLAKE2b both release the GIL); at most one array waits a
     thread, so a compaction holds `COMPRESSORS` + 1 arrays, never all of them. The
     threads start with the first array (a commit, which packs its arrays into one, starts
     none)."""

@@ -334,7 +334,8 @@ def _finish(store: DatasetCache, source: FolderSource, decision: CachePlan,
     # The run's own commits are packed and uncompressed, cheap to write; the compaction
     # rewrites them as the compressed arrays, one file each, that later runs read. What
     # arrived since the last commit goes straight in, not committed first to be read
-    # back at once (all of a cold run of under FLUSH_SECONDS: no commit at all).
+    # back at once (a cold run of under FLUSH_SECONDS and FLUSH_ROWS images commits
+    # nothing before its compaction).
     if writer.store is None or not (writer.segments or writer.has_pending or
                                     needs_compaction(live, decision.stale, junk)):
         writer.close()

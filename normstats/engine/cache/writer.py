@@ -39,11 +39,11 @@ from normstats.sources.file_list import FileEntry, FileList
 __all__ = ["SegmentWriter", "FLUSH_ROWS"]
 
 #: Results are committed at least every this many images: what a run holds at most
-#: (~110 bytes an image: ~14 MB). What a kill can lose is bounded by time instead
-#: (``flush_seconds``); each commit costs a few milliseconds and files that the
-#: compaction reads back, so a cold run of under ``flush_seconds`` commits nothing
-#: until its compaction takes its records from memory.
-FLUSH_ROWS = 1 << 17
+#: (~110 bytes an image, 1.8 MB). At 131,072 a cold run of 100,000 16² PNGs committed
+#: nothing before its compaction took every record from memory: filling the cache cost
+#: +6.4% in the benchmark, but the parent's peak rose to 1.57× a run without the cache
+#: (1.23× at this bound; the goal in benchmarks/README.md is 1.3×).
+FLUSH_ROWS = 1 << 14
 
 log = logging.getLogger("normstats.engine.cache")
 OnResult = Callable[[TaskResult], None]

@@ -4,8 +4,7 @@ Every array of a cache segment is a zarr v3 array of one chunk: a ``zarr.json`` 
 chunk file ``c.0`` (``c.0.0`` for two dimensions: zarr's default chunk keys with the "."
 separator, so a chunk is a file beside its ``zarr.json``, not two folders down: folders
 are what a file system is slowest to make and remove), its bytes little-endian,
-compressed with blosc (lz4 after a byte shuffle; zstd in caches written before, and
-past blosc's 2 GB). zarr itself reads and writes exactly that, but importing it costs
+compressed with zstd. zarr itself reads and writes exactly that, but importing it costs
 more than a warm run of ten thousand files (0.15–0.2 s), and a run that only reads
 records from its cache or writes them needs none of it. So the cache writes these files
 itself (as zarr writes them, so zarr reads them too) and reads any array in this layout
@@ -27,29 +26,18 @@ import numpy as np
 
 from normstats.sources.decoding.file_read import open_regular
 
-try:  # c-blosc and libzstd, which imagecodecs bundles (a dependency, for PNG)
-    from imagecodecs import blosc_decode, blosc_encode, zstd_decode, zstd_encode
+try:  # libzstd, which imagecodecs bundles (a dependency, for PNG)
+    from imagecodecs import zstd_decode, zstd_encode
 except ImportError:  # pragma: no cover - without it, zarr reads and writes every array
-    blosc_decode = blosc_encode = zstd_decode = zstd_encode = None
+    zstd_decode = zstd_encode = None
 
 __all__ = ["write_group", "make_group", "write_array", "read_array", "read_written_bytes",
            "array_metadata",
            "ZSTD_LEVEL"]
 
-#: The cache's chunks: blosc (a zarr v3 core codec), lz4 at level 5 after a byte shuffle
-#: (each value's bytes grouped by significance: the high bytes of sums and of float64
-#: extremes are runs). On the 14.7 MB of records of 100,000 PNGs 16², against zstd level
-#: 1 on the bytes as they are (what the cache wrote before): 3.97 MB against 3.88,
-#: compressed in 9 ms against 33 and decompressed in 8.5 ms against 22 (one thread).
-BLOSC = {"cname": "lz4", "clevel": 5, "blocksize": 0}
-#: zstd's level for a chunk past `BLOSC_MAX_BYTES` (1 compresses records to within a
-#: few per cent of zarr's default, level 3, at twice its speed).
+#: zstd's level for the cache's chunks: 1 compresses records to within a few per cent
+#: of zarr's default (level 3) at twice its speed, and a run writes every record once.
 ZSTD_LEVEL = 1
-#: The largest chunk blosc takes (its sizes are 32-bit; a chunk this large holds the
-#: sums of ~90 million images): larger ones are zstd's.
-BLOSC_MAX_BYTES = 2**31 - 256
-#: The bytes of a blosc chunk's header; bytes 4-8 hold its decoded size and 12-16 its own.
-_BLOSC_HEADER = 16
 
 _BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 
@@ -62,17 +50,12 @@ def array_metadata(values: np.ndarray, compress: bool = True) -> dict[str, Any]:
     --------
     >>> meta = array_metadata(np.zeros((2, 3), np.int64))
     >>> meta["shape"], meta["data_type"], [c["name"] for c in meta["codecs"]]
-    ([2, 3], 'int64', ['bytes', 'blosc'])
+    ([2, 3], 'int64', ['bytes', 'zstd'])
     """
     shape = list(values.shape)
     zero: Any = 0.0 if values.dtype.kind == "f" else 0
-    itemsize = values.dtype.itemsize
-    codecs = [_BYTES if itemsize > 1 else {"name": "bytes"}]
-    if compress and values.nbytes <= BLOSC_MAX_BYTES and blosc_encode is not None:
-        codecs.append({"name": "blosc", "configuration": {
-            **BLOSC, "shuffle": "shuffle" if itemsize > 1 else "noshuffle",
-            "typesize": itemsize}})
-    elif compress and zstd_encode is not None:
+    codecs = [_BYTES if values.dtype.itemsize > 1 else {"name": "bytes"}]
+    if compress and zstd_encode is not None:
         codecs.append({"name": "zstd", "configuration": {"level": ZSTD_LEVEL,
                                                           "checksum": False}})
     return {"shape": shape, "data_type": values.dtype.name,
@@ -84,7 +67,7 @@ def array_metadata(values: np.ndarray, compress: bool = True) -> dict[str, Any]:
 
 def write_array(folder: Path, values: np.ndarray, compress: bool = True) -> None:
     """Write ``values`` (little-endian) as a one-chunk zarr v3 array, its chunk compressed
-    (`BLOSC`, or zstd past `BLOSC_MAX_BYTES`) if ``compress``.
+    with zstd if ``compress``.
 
     Examples
     --------
@@ -100,12 +83,7 @@ def write_array(folder: Path, values: np.ndarray, compress: bool = True) -> None
         (folder / "zarr.json").write_text(json.dumps(meta))
         return
     data = np.ascontiguousarray(values).reshape(-1).view(np.uint8)  # no copy of the bytes
-    codec = meta["codecs"][-1]["name"]
-    if codec == "blosc":
-        data = blosc_encode(data, level=BLOSC["clevel"], compressor=BLOSC["cname"],
-                            shuffle=int(values.dtype.itemsize > 1),
-                            typesize=values.dtype.itemsize, numthreads=1)
-    elif codec == "zstd":
+    if len(meta["codecs"]) > 1:
         data = zstd_encode(data, level=ZSTD_LEVEL)
     with open(folder / _chunk_key(values.ndim, "."), "wb") as handle:
         handle.write(data)
@@ -136,7 +114,7 @@ def read_array(folder: Path, meta: Any) -> np.ndarray | None:
     layout = _one_chunk_layout(meta)
     if layout is None:
         return None
-    dtype, shape, separator, codec = layout
+    dtype, shape, separator, compressed = layout
     values = np.zeros(shape, dtype)
     if values.size == 0:
         return values
@@ -146,33 +124,18 @@ def read_array(folder: Path, meta: Any) -> np.ndarray | None:
     except FileNotFoundError:
         return values  # not written: every value the fill value, as zarr reads it
     out = values.reshape(-1).view(np.uint8)
-    if codec is None:
+    if not compressed:
         if len(data) != out.size:
             raise ValueError(f"{folder}: a chunk of {len(data)} bytes, not {out.size}")
         out[:] = np.frombuffer(data, np.uint8)
         return values
-    if codec == "blosc":
-        _check_blosc_header(folder, data, out.size)
     try:
-        decoded = (blosc_decode(data, out=out, numthreads=1) if codec == "blosc"
-                   else zstd_decode(data, out=out))
-    except RuntimeError as error:  # imagecodecs' BloscError, ZstdError: damaged, too large
+        decoded = zstd_decode(data, out=out)
+    except RuntimeError as error:  # imagecodecs' ZstdError: damaged or too large
         raise ValueError(f"{folder}: {error}") from None
     if len(decoded) != out.size:
         raise ValueError(f"{folder}: a chunk decoding to {len(decoded)} bytes, not {out.size}")
     return values
-
-
-def _check_blosc_header(folder: Path, data: bytes, size: int) -> None:
-    """Refuse a blosc chunk whose header does not say it decodes to ``size`` bytes from
-    exactly its own: c-blosc reads as far as the header says, and is never asked to."""
-    if len(data) < _BLOSC_HEADER:
-        raise ValueError(f"{folder}: a blosc chunk of {len(data)} bytes, shorter than its "
-                         "header")
-    decoded, stored = (int.from_bytes(data[at:at + 4], "little") for at in (4, 12))
-    if decoded != size or stored != len(data):
-        raise ValueError(f"{folder}: a blosc chunk of {len(data)} bytes saying it holds "
-                         f"{stored} decoding to {decoded}, not {size}")
 
 
 def read_written_bytes(folder: Path, start: int, size: int) -> bytes:
@@ -204,9 +167,9 @@ def _chunk_key(dimensions: int, separator: str) -> str:
     return separator.join(["c"] + ["0"] * dimensions)
 
 
-def _one_chunk_layout(meta: Any) -> tuple[np.dtype, tuple[int, ...], str, str | None] | None:
-    """(dtype, shape, chunk key separator, codec: "blosc", "zstd" or None) of metadata in
-    the layout `write_array` writes."""
+def _one_chunk_layout(meta: Any) -> tuple[np.dtype, tuple[int, ...], str, bool] | None:
+    """(dtype, shape, chunk key separator, zstd-compressed) of metadata in the layout
+    `write_array` writes."""
     if not isinstance(meta, dict):
         return None
     shape = meta.get("shape")
@@ -232,14 +195,11 @@ def _one_chunk_layout(meta: Any) -> tuple[np.dtype, tuple[int, ...], str, str | 
     if codecs[0] == {"name": "bytes"} and dtype.itemsize > 1:
         return None
     if len(codecs) == 1:
-        return dtype, tuple(shape), separator, None
-    # blosc's own header says how it was shuffled and compressed (any configuration
-    # decodes the same way); zstd's frame says the rest
-    codec = codecs[1].get("name") if isinstance(codecs[1], dict) else None
-    decoders = {"blosc": blosc_decode, "zstd": zstd_decode}
-    if decoders.get(codec) is None:
+        return dtype, tuple(shape), separator, False
+    zstd = codecs[1]
+    if not (isinstance(zstd, dict) and zstd.get("name") == "zstd") or zstd_decode is None:
         return None
-    return dtype, tuple(shape), separator, codec
+    return dtype, tuple(shape), separator, True
 
 
 #: The data types of the cache's arrays, little-endian.
