@@ -1517,7 +1517,9 @@ typedef int (*cross_part_fn)(const uint8_t *base, Py_ssize_t count, Py_ssize_t r
                              Py_ssize_t channels, int64_t *totals);
 /* With the cross sums, summary() reads this many bytes of images at a time, then the
  * cross kernel reads them again from the core's L2 (2 MB here), not from memory: past
- * 1 MB, where the moments pass streams ahead (_stream_ahead.h). */
+ * 1 MB, where the moments pass streams ahead (_stream_ahead.h). On 50,000 32x32x3 images,
+ * 2 threads, the run with the covariance took 10.95-11.16 ms with these parts, 11.4-11.6
+ * with 1.5 MB ones, 15.4-15.9 with 512 KB ones (no stream), and 12.1 in two whole passes. */
 #define CROSS_PART_BYTES (5 << 18)
 
 /* summary(images, count, channels, spreads, totals, extremes[, cross, cross_totals])
