@@ -184,9 +184,11 @@ def summarize_stack(stack: np.ndarray, channel_names: tuple[str, ...] | None = N
     """The `Summary` of a uint8 (N, H, W, C) stack straight from the compiled pass that
     reads it, without records (`normstats.maths.fused.uint8_summary`): what
     ``summarize(records_from_stack(stack))`` gives, bit for bit, where no one keeps the
-    records. None where that pass does not make it (another dtype, more than
-    `fused.KERNEL_CHANNELS` channels, channel cross sums wanted, no compiled kernel, or
-    images whose spreads numpy must compute): the caller summarises records then.
+    records; with the channel cross sums where they are wanted (`wants_cross_sums`),
+    read right after the moments, a part of the stack at a time, from cache. None where
+    that pass does not make it (another dtype, more than `fused.KERNEL_CHANNELS`
+    channels, no compiled kernel, or images whose spreads numpy must compute): the
+    caller summarises records then.
 
     Examples
     --------

@@ -15,7 +15,6 @@ holds them, valid-value counts when any part does (every pixel counted for the o
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,36 +175,31 @@ def write_listed(store: DatasetCache, files: FileList, in_memory: Sequence[Recor
     return WrittenSegment(name, rows)
 
 
-#: Threads that compress and write a compaction's arrays while the caller gathers and
-#: digests the next. One: with two, the compaction of 100,000 PNGs 16² took 63.6-70.9 ms
-#: against 66.7-69.7 (three runs each), holding one array more.
-COMPRESSORS = 1
-
-
 class _Compressing:
-    """Arrays compressed and written by `COMPRESSORS` threads while the caller gathers and
-    digests the next (zstd and BLAKE2b both release the GIL); at most one array waits a
-    thread, so a compaction holds `COMPRESSORS` + 1 arrays, never all of them. The
-    threads start with the first array (a commit, which packs its arrays into one, starts
-    none)."""
+    """Arrays compressed and written by a second thread while the caller gathers and
+    digests the next (zstd and BLAKE2b both release the GIL: a compaction ends a run, when
+    a core the decoding workers used is free); at most one array waits, so a compaction
+    holds two arrays, not one. The thread starts with the first array (a commit, which
+    packs its arrays into one, starts none). A second thread took the compaction of
+    100,000 PNGs 16² 63.6-70.9 ms against 66.7-69.7 (three runs each), holding one array
+    more."""
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
-        self._pending: deque[Future] = deque()
+        self._pending: Future | None = None
 
     def write(self, folder: Path, values: np.ndarray) -> None:
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(COMPRESSORS,
-                                            thread_name_prefix="normstats-cache-compress")
-        while len(self._pending) >= COMPRESSORS:
-            self._pending.popleft().result()  # its error, raised here
-        self._pending.append(self._pool.submit(write_array, folder, values))
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="normstats-cache-compress")
+        self._wait()
+        self._pending = self._pool.submit(write_array, folder, values)
 
     def _wait(self) -> None:
-        while self._pending:
-            self._pending.popleft().result()
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()  # its error, raised here
 
     def __enter__(self) -> _Compressing:
         return self
@@ -238,11 +232,10 @@ def _gathered(parts: list[_Part], field: str, channels: int,
               places: list[slice | np.ndarray]) -> np.ndarray:
     """A record field of every part, each part's rows at its ``places``: one part read at
     a time."""
-    values = None
+    values, rows = None, sum(len(part.listed) for part in parts)
     for part, place in zip(parts, places):
         column = part.column(field, channels)
         if values is None:
-            rows = sum(len(part.listed) for part in parts)
             values = np.empty((rows, *column.shape[1:]), column.dtype)
         values[place] = column
     return values
