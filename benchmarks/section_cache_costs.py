@@ -95,9 +95,9 @@ def cold_rounds(bin_dir: Path, folder: Path, scratch: Path, rounds: int
     _process(plain)  # the file system's caches warm
     for round_ in range(rounds):
         cache = scratch / f"cold-{round_}"
-        runs["plain"].append(_process(plain))
-        runs["cached"].append(_process(_cli(bin_dir, "compute", str(folder), "--cache",
-                                            str(cache), "--workers", "2")))
+        cached = _cli(bin_dir, "compute", str(folder), "--cache", str(cache), "--workers", "2")
+        for name in ("plain", "cached") if round_ % 2 == 0 else ("cached", "plain"):
+            runs[name].append(_process(plain if name == "plain" else cached))
         if round_ < rounds - 1:
             shutil.rmtree(cache)  # the last one stays: the warm runs read it
     return runs
@@ -106,7 +106,7 @@ def cold_rounds(bin_dir: Path, folder: Path, scratch: Path, rounds: int
 def warm_rounds(bin_dir: Path, folder: Path, cache: Path, rounds: int) -> dict[str, list[float]]:
     """The warm re-run and the walk+stat floors (the standard library's alone, after
     importing numpy, numpy and click, and every module the warm re-run imports), alternated
-    ``rounds`` times."""
+    ``rounds`` times (rounded up to a multiple of the commands)."""
     floor = [str(bin_dir / "python"), str(HERE / "walk_stat.py"), str(folder)]
     modules = imported_modules(bin_dir, "compute", str(folder), "--cache", str(cache))
     commands = {"warm": [str(bin_dir / "normstats"), "compute", str(folder), "--cache",
@@ -117,9 +117,13 @@ def warm_rounds(bin_dir: Path, folder: Path, cache: Path, rounds: int) -> dict[s
     for command in commands.values():  # the file system's caches warm
         _process(command)
     times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(rounds):
-        for name, command in commands.items():
-            times[name].append(_process(command)[0])
+    names = list(commands)
+    rounds = -(-rounds // len(names)) * len(names)  # every command as often in each place
+    for round_ in range(rounds):
+        # each round starts at the next command: a process run right after another kind
+        # (a walk+stat process) measured 10-15 ms slower than in another place of the round
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            times[name].append(_process(commands[name])[0])
     return times
 
 

@@ -9,7 +9,6 @@ decoding worker forked after it. ``malloc_trim`` returns them; it takes ~1 ms.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from collections.abc import Callable
 
@@ -18,6 +17,10 @@ __all__ = ["release_free_memory"]
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
+    # ctypes loads here, on the first release (~3 ms): not in the child that walks a
+    # folder for the command (`normstats.sources.walk_ahead`), which never releases
+    import ctypes
+
     try:
         return ctypes.CDLL(None).malloc_trim  # glibc only: not on musl, macOS or Windows
     except (OSError, AttributeError, TypeError):

@@ -36,7 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-DEFAULT_TESTS = ["tests/maths", "tests/sources/decoding", "tests/fuzz/test_fuzz_png_chunks.py"]
+DEFAULT_TESTS = ["tests/maths", "tests/sources/decoding", "tests/sources/test_stat_batch.py",
+                 "tests/fuzz/test_fuzz_png_chunks.py"]
 # -fno-math-errno as the release build (pyproject.toml): the same vectorised square roots.
 FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
          "-fno-omit-frame-pointer", "-O1", "-g", "-shared", "-fPIC", "-fno-math-errno"]

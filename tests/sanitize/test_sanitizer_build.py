@@ -23,7 +23,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SELECTION = ["tests/maths/test_kernel_sizes.py", "tests/fuzz/test_fuzz_png_chunks.py",
              "tests/maths/test_fused.py", "tests/maths/test_masked.py",
-             "tests/sources/decoding/test_file_read.py", "-q",
+             "tests/sources/decoding/test_file_read.py", "tests/sources/test_stat_batch.py",
+             "-q",
              "-k", "not test_fused or (flush_boundary and not portable) "
              "or (register_bound and avx512) or spreads or running"]
 

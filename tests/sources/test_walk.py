@@ -158,14 +158,19 @@ def as_tuple(result) -> tuple[FileList, tuple, int]:
 
 
 @pytest.mark.parametrize("stat_in_c", [True, False])
-@pytest.mark.parametrize("batch", [256, 3])
+@pytest.mark.parametrize(("batch", "stat_batch", "threads"),
+                         [(256, 4096, 2), (3, 4096, 1), (3, 200, 3), (256, 5, 1)])
 @pytest.mark.parametrize("by_descriptor", [True, False])
-def test_the_walk_is_the_oracles_walk(tree, monkeypatch, by_descriptor, batch, stat_in_c):
+def test_the_walk_is_the_oracles_walk(tree, monkeypatch, by_descriptor, batch, stat_batch,
+                                      threads, stat_in_c):
     """Relative to open folders or by paths (Windows), in batches of any size, stat'ed by
-    the C loop (built with normstats) or by Python."""
+    the C loop (built with normstats; batches of any size on 1 to 3 threads) or by
+    Python."""
     monkeypatch.setattr(walk_module, "_BY_DESCRIPTOR", by_descriptor and
                         walk_module._BY_DESCRIPTOR)
     monkeypatch.setattr(walk_module, "_BATCH", batch)
+    monkeypatch.setattr(walk_module, "_STAT_BATCH", stat_batch)
+    monkeypatch.setattr(walk_module, "_STAT_THREADS", threads)
     assert walk_module._stat_names is not None  # built: the test is of both loops
     if not stat_in_c:
         monkeypatch.setattr(walk_module, "_stat_names", None)

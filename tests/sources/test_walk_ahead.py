@@ -80,12 +80,20 @@ def test_the_walk_loads_no_numpy():
 _COMMAND = """
 import sys
 import normstats.sources.walk_ahead as walk_ahead
-receive = walk_ahead._Child.__call__
+receive, stop, start = walk_ahead._Child.__call__, walk_ahead._Child.stop, walk_ahead.start
 def receiving(child):
     walk = receive(child)
     print("walked ahead" if walk is not None else "walked here", file=sys.stderr)
     return walk
-walk_ahead._Child.__call__ = receiving
+def stopping(child):
+    print("stopped a walk", file=sys.stderr)
+    stop(child)
+def starting(root):
+    started = start(root)
+    print(f"started {started}, click loaded {'click' in sys.modules}", file=sys.stderr)
+    return started
+walk_ahead._Child.__call__, walk_ahead._Child.stop = receiving, stopping
+walk_ahead.start = starting
 import normstats_cli
 sys.argv = ["normstats", *sys.argv[1:]]
 normstats_cli.run()
@@ -105,10 +113,63 @@ def test_the_command_walks_ahead_and_prints_what_the_library_computes(tmp_path, 
     done = subprocess.run([sys.executable, "-c", _COMMAND, *arguments], check=True,
                           capture_output=True, text=True)
     assert "walked ahead" in done.stderr and "walked here" not in done.stderr
+    # started before click loads (`normstats_cli.run`), not again by the command
+    assert done.stderr.splitlines()[:2] == ["started True, click loaded False",
+                                            "started False, click loaded True"]
+    assert "stopped a walk" not in done.stderr
     in_process = CliRunner().invoke(main, arguments)  # `main`: no walk ahead
     assert in_process.exit_code == 0, in_process.output
     assert json.loads(done.stdout) == json.loads(in_process.stdout)
     assert [s["kind"] for s in json.loads(done.stdout)["skipped"]] == ["duplicate"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pipe sizes are Linux's (F_GETPIPE_SZ)")
+def test_the_walk_crosses_a_wide_pipe(tree):
+    """The child's pipe holds `PIPE_BYTES` where the system allows it (Linux lets a user
+    have 1 MiB): fewer waits for the other side while the listing crosses."""
+    import fcntl
+
+    assert walk_ahead.start(tree)
+    child = walk_module.walks_ahead[os.path.abspath(tree)]
+    limit = int(open("/proc/sys/fs/pipe-max-size").read())
+    assert fcntl.fcntl(child.read, fcntl.F_GETPIPE_SZ) == min(walk_ahead.PIPE_BYTES, limit)
+    assert as_tuple(walk_images(tree)) == oracle_walk(tree)
+
+
+@pytest.mark.parametrize("command", [
+    ["compute", "{tree}", "--help"],  # the command never runs
+    ["compute", "{tree}", "--no-such-option"],  # an error before it runs
+    ["compute", "{tree}", "{tree}/a", "--json", "--no-cache"],  # several PATHs: not walked
+    ["compute", "{tree}", "--manifest", "mnist", "--root", "{tree}"],  # nor with a manifest
+])
+def test_a_walk_the_command_does_not_take_is_stopped(tree, command):
+    """`normstats_cli.run` starts the walk of ``compute FOLDER`` before click loads; where
+    the command does not take it, it is stopped (and its child reaped) as the command
+    starts or, if it never starts, as the process ends."""
+    arguments = [argument.format(tree=tree) for argument in command]
+    done = subprocess.run([sys.executable, "-c", _COMMAND, *arguments], capture_output=True,
+                          text=True)
+    assert done.stderr.splitlines()[0] == "started True, click loaded False"
+    assert done.stderr.count("stopped a walk") == 1, done.stderr
+    assert "walked" not in done.stderr
+
+
+def test_a_walk_for_another_folder_is_stopped_as_the_block_starts(tree):
+    """`walking(root)`: a walk started before for another folder (the command line's
+    guess) is stopped at once, the block's own is kept until it ends."""
+    other = os.path.join(tree, "a")
+    assert walk_ahead.start(other)
+    other_child = walk_module.walks_ahead[os.path.abspath(other)]
+    with walk_ahead.walking(tree):
+        assert list(walk_module.walks_ahead) == [os.path.abspath(tree)]
+        with pytest.raises(ChildProcessError):  # reaped
+            os.waitpid(other_child.pid, os.WNOHANG)
+        assert as_tuple(walk_images(tree)) == oracle_walk(tree)
+    assert not walk_module.walks_ahead
+    assert walk_ahead.start(tree)
+    with walk_ahead.walking(tree + os.sep):  # the same folder, spelled otherwise: kept
+        assert list(walk_module.walks_ahead) == [os.path.abspath(tree)]
+    assert not walk_module.walks_ahead
 
 
 def test_the_walk_in_the_command_is_the_walk_module_s(monkeypatch, tree):
