@@ -91,10 +91,10 @@ def run() -> None:
         from normstats.sources import walk_ahead
 
         walk_ahead.start(folder)
-    from normstats_cli import commands
-
-    commands.walk_ahead_allowed = True
     try:
+        from normstats_cli import commands  # inside: Ctrl-C as it loads stops the walk too
+
+        commands.walk_ahead_allowed = True
         commands.main()
     except SystemExit as done:  # how every command ends (click's standalone mode)
         _stop_walks_ahead()
