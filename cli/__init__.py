@@ -1,4 +1,4 @@
-"""The ``normstats`` command line: a thin click layer over the library.
+"""The ``normstats`` command line's launcher (the click layer is `normstats_cli.commands`).
 
 This module is what the ``normstats`` command loads first, before click: `run` starts
 the walk of the folder ``normstats compute FOLDER`` names (`folder_to_walk_ahead`), then

@@ -433,22 +433,22 @@ def _stat_files(names: list[str], rel: str, found: FoundFiles, skipped: list[Ski
     ``under``; links followed) and add those that can be to ``found`` as ``rel + name``, a
     batch at a time; the others go to ``skipped``."""
     stat, fields = os.stat, _FIELDS
-    fast = _stat_names if dir_fd is not None else None
-    step = _STAT_BATCH if fast else _BATCH
-    for start in range(0, len(names), step):
-        batch = names[start:start + step]
-        if fast:  # the system call and nothing else a file; any failure: by Python, below
-            stats = array("q", bytes(48 * len(batch)))  # six int64s a file
-            if fast(dir_fd, batch, stats, _STAT_THREADS) == 0:
-                for first in range(0, len(batch), _BATCH):
-                    part = batch[first:first + _BATCH]
-                    found.extend_stats([rel + name for name in part] if rel else part,
-                                       stats[6 * first:6 * (first + len(part))], skipped)
+    for start in range(0, len(names), _STAT_BATCH):
+        chunk = names[start:start + _STAT_BATCH]
+        stats = None
+        if _stat_names is not None and dir_fd is not None:
+            # the system call and nothing else a file, six int64s each; any failure: the
+            # whole chunk by Python, below
+            stats = array("q", bytes(48 * len(chunk)))
+            if _stat_names(dir_fd, chunk, stats, _STAT_THREADS) != 0:
+                stats = None
+        for first in range(0, len(chunk), _BATCH):
+            batch = chunk[first:first + _BATCH]
+            paths = [rel + name for name in batch] if rel else batch
+            if stats is not None:
+                found.extend_stats(paths, stats[6 * first:6 * (first + len(batch))], skipped)
                 continue
-        for first in range(0, len(batch), _BATCH):
-            part = batch[first:first + _BATCH]
-            paths = [rel + name for name in part] if rel else part
-            targets = part if under is None else [os.path.join(under, name) for name in part]
+            targets = batch if under is None else [os.path.join(under, name) for name in batch]
             try:  # one system call a file and no other work (DirEntry.stat() would keep it)
                 rows = [fields(stat(target, dir_fd=dir_fd)) for target in targets]
             except OSError:  # a dangling symlink or a file deleted meanwhile: one at a time
