@@ -33,7 +33,7 @@ from synthetic import make_photo_png_folder
 from timing import goal
 
 from normstats.engine.cache.run import FLUSH_SECONDS
-from normstats.engine.cache.writer import FLUSH_ROWS
+from normstats.engine.cache.writer import FLUSH_BYTES
 
 HERE = Path(__file__).resolve().parent
 
@@ -146,7 +146,7 @@ def bench_cache_costs(quick: bool) -> dict:
     warm_med = {n: {name: statistics.median(t) for name, t in times.items()}
                 for n, times in warm.items()}
     values = {"big": big, "small": small, "rounds": rounds,
-              "flush_seconds": FLUSH_SECONDS, "flush_rows": FLUSH_ROWS,
+              "flush_seconds": FLUSH_SECONDS, "flush_mib": FLUSH_BYTES / 2**20,
               "filling_cost": med["cached"] / med["plain"] - 1,
               "peak_ratio": peak["cached"] / peak["plain"],
               "peak_plain_mb": peak["plain"], "peak_cached_mb": peak["cached"],

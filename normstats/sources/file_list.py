@@ -147,15 +147,10 @@ class FileList(Sequence[FileEntry]):
         >>> FileList.from_columns(["a.png", "é.png"], [1, 2], [3, 4])[1].path
         'é.png'
         """
-        joined = "".join(paths)
-        if joined.isascii():  # one byte a character: lengths are the string lengths
-            lengths = np.fromiter(map(len, paths), np.int64, len(paths))
-        else:
-            lengths = np.fromiter((len(p.encode(PATH_ENCODING, PATH_ERRORS)) for p in paths),
-                                  np.int64, len(paths))
+        data, lengths = _encoded(paths)
         offsets = np.zeros(len(paths) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        return cls(joined.encode(PATH_ENCODING, PATH_ERRORS), offsets,
+        return cls(data, offsets,
                    np.array(sizes, dtype=np.int64).reshape(-1),
                    np.array(mtimes, dtype=np.int64).reshape(-1),
                    None if stamps is None else np.array(stamps, dtype=np.int64).reshape(-1))
@@ -231,6 +226,48 @@ class FileList(Sequence[FileEntry]):
         # A NUL (which no file name holds) between paths, one decode and one split: no
         # Python call a path (a million paths in ~0.05 s, not ~0.5 s).
         return str(self.joined_paths(), PATH_ENCODING, PATH_ERRORS).split("\0")
+
+    def has_paths(self, paths: Sequence[str]) -> bool:
+        """Whether this list's paths are exactly ``paths``, in order: compared as bytes and
+        lengths, without a path string made (a task's 1,000 paths in ~0.05 ms).
+
+        Examples
+        --------
+        >>> files = FileList.from_columns(["a.png", "b.png"], [1, 2], [0, 0])
+        >>> files.has_paths(["a.png", "b.png"]), files.has_paths(["a.pngb", ".png"])
+        (True, False)
+        """
+        if len(paths) != len(self):
+            return False
+        data, offsets = self._columns()[:2]
+        given, lengths = _encoded(paths)
+        return given == data and np.array_equal(np.diff(offsets.astype(np.int64)), lengths)
+
+    def find_sorted(self, path: str) -> int | None:
+        """The index of ``path`` in this list, sorted by path (as the walk lists a folder),
+        by binary search on the paths' bytes (UTF-8 sorts as the strings do, lone
+        surrogates too); None when it is not listed. No path string is made.
+
+        Examples
+        --------
+        >>> files = FileList.from_columns(["a.png", "b/c.png", "é.png"], [1, 2, 3], [0] * 3)
+        >>> files.find_sorted("b/c.png"), files.find_sorted("é.png"), files.find_sorted("b")
+        (1, 2, None)
+        """
+        target = path.encode(PATH_ENCODING, PATH_ERRORS)
+        paths, offsets = self._paths, self._offsets
+
+        def listed(row: int) -> bytes:
+            return paths[int(offsets[row]):int(offsets[row + 1])]
+
+        low, high = 0, len(self)
+        while low < high:
+            middle = (low + high) // 2
+            if listed(middle) < target:
+                low = middle + 1
+            else:
+                high = middle
+        return low if low < len(self) and listed(low) == target else None
 
     def joined_paths(self) -> np.ndarray:
         """Every path's bytes (uint8), a NUL between two paths: how the record cache
@@ -340,6 +377,17 @@ class FileList(Sequence[FileEntry]):
         shown = ", ".join(repr(entry.path) for entry in islice(self, 3))
         more = ", ..." if len(self) > 3 else ""
         return f"FileList({len(self)} files: [{shown}{more}])"
+
+
+def _encoded(paths: Sequence[str]) -> tuple[bytes, np.ndarray]:
+    """The bytes of ``paths`` one after the other, and each path's length in bytes."""
+    joined = "".join(paths)
+    if joined.isascii():  # one byte a character: lengths are the string lengths
+        lengths = np.fromiter(map(len, paths), np.int64, len(paths))
+    else:
+        lengths = np.fromiter((len(p.encode(PATH_ENCODING, PATH_ERRORS)) for p in paths),
+                              np.int64, len(paths))
+    return joined.encode(PATH_ENCODING, PATH_ERRORS), lengths
 
 
 def _frozen(array: np.ndarray, dtype: type = np.int64) -> np.ndarray:

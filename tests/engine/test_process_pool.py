@@ -1,8 +1,10 @@
 """The pool of forked workers: numpy's BLAS on one thread in each."""
 
+import threadpoolctl
 from threadpoolctl import threadpool_info
 
-from normstats.engine.process_pool import process_pool
+import normstats.engine.process_pool as process_pool_module
+from normstats.engine.process_pool import one_blas_thread, process_pool
 
 
 def test_pool_workers_run_blas_on_one_thread():
@@ -37,6 +39,34 @@ def test_pool_workers_start_no_blas_thread_and_the_callers_blas_is_restored():
     if sys.platform.startswith("linux"):
         # one thread, the worker's own (the orphan watchdog thread runs off Linux only)
         assert threads == [1, 1, 1, 1]
+    assert blas_threads() == before
+
+
+def test_only_the_outermost_blas_limit_sets_and_restores(monkeypatch):
+    """OpenBLAS restarts its helper thread (stopped by the pool's fork) at any change of its
+    thread count, and the helper then spins ~0.1 s: a pool opened under a caller's limit
+    (the record cache's, held through its compaction) changes nothing when it closes."""
+    calls = []
+    real = threadpoolctl.threadpool_limits
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", counted)
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas_threads()
+    with one_blas_thread():
+        with process_pool(2) as pool:
+            worker = pool.submit(threadpool_info).result()
+        assert all(lib["num_threads"] == 1 for lib in worker if lib["user_api"] == "blas")
+        assert len(calls) == 1 and blas_threads() == [1] * len(before)
+    assert blas_threads() == before and process_pool_module._blas_limits_open == 0
+    with process_pool(2):  # alone, the pool sets its own limit
+        assert len(calls) == 2 and blas_threads() == [1] * len(before)
     assert blas_threads() == before
 
 

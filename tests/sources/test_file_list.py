@@ -131,3 +131,31 @@ def test_taking_files_in_order_or_not_gives_those_files():
     files = FileList.from_columns([f"{i}/é{i}.png" for i in range(9)], range(9), range(9))[2:]
     for rows in ([0, 2, 3, 6], [6, 0, 3], [4], [0, 1, 2, 3, 4, 5, 6]):
         assert list(files.take(rows)) == [files[r] for r in rows]
+
+
+def test_a_list_has_exactly_its_own_paths_in_order(entries):
+    """Compared as bytes and lengths: the same bytes split elsewhere, a path missing or
+    added, another order or one character changed are other paths; every slice (a view
+    starting mid-buffer) has exactly its own."""
+    files = FileList.of(entries)
+    assert files.has_paths(PATHS)
+    for start in range(len(PATHS)):
+        assert files[start:].has_paths(PATHS[start:])
+        assert files[:start].has_paths(PATHS[:start])
+    moved = ["a.p", "ngb/é.jpg", *PATHS[2:]]  # the same bytes, split elsewhere
+    assert "".join(moved) == "".join(PATHS)
+    for other in (moved, PATHS[:-1], [*PATHS, "x"], PATHS[::-1], ["a.pnh", *PATHS[1:]],
+                  ["a.png", "b/e\u0301.jpg", *PATHS[2:]]):
+        assert not files.has_paths(other)
+
+
+def test_a_path_is_found_in_a_sorted_list_by_its_bytes():
+    """UTF-8 bytes sort as the strings do (a lone surrogate, a 4-byte emoji too): every
+    listed path is found at its own index, and a path not listed (before the first,
+    between two, after the last, a prefix of one) is None."""
+    paths = sorted(PATHS)
+    files = FileList.from_columns(paths, range(len(paths)), [0] * len(paths))
+    assert [files.find_sorted(p) for p in paths] == list(range(len(paths)))
+    assert [files[1:].find_sorted(p) for p in paths[1:]] == list(range(len(paths) - 1))
+    for absent in ("\0", "a.pn", "a.png0", "c", "zzz", "\U0010ffff", "e/\udcfe.png"):
+        assert files.find_sorted(absent) is None, absent

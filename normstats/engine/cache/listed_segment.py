@@ -230,14 +230,13 @@ def _places(rank: np.ndarray, lengths: list[int]) -> list[slice | np.ndarray]:
 
 def _gathered(parts: list[_Part], field: str, channels: int,
               places: list[slice | np.ndarray]) -> np.ndarray:
-    """A record field of every part, each part's rows at its ``places``: one part read at
-    a time."""
-    values, rows = None, sum(len(part.listed) for part in parts)
+    """A record field of every part, each part's rows at its ``places``, in the segment's
+    dtype for the field (parts in memory may hold narrower ones: `writer.held`): one part
+    read at a time."""
+    rows = sum(len(part.listed) for part in parts)
+    values = np.empty(field_shape(field, rows, channels), field_dtype(field))
     for part, place in zip(parts, places):
-        column = part.column(field, channels)
-        if values is None:
-            values = np.empty((rows, *column.shape[1:]), column.dtype)
-        values[place] = column
+        values[place] = part.column(field, channels)
     return values
 
 

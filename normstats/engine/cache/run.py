@@ -12,7 +12,7 @@ The order of events makes every interruption safe:
 3. `normstats.engine.cache.plan.plan` says which records to reuse and which files to decode;
 4. the pipeline decodes only those files; as results arrive, a `SegmentWriter`
    (`normstats.engine.cache.writer`) commits them in segments (data first, then the
-   marker) every ``flush_seconds`` or `FLUSH_ROWS` images;
+   marker) every ``flush_seconds``, or once the records it holds reach `FLUSH_BYTES`;
 5. after a successful run the group is compacted into one segment holding exactly
    the current files' records, in listing order, written one array at a time
    (`normstats.engine.cache.listed_segment`), and everything else in it is deleted.
@@ -36,7 +36,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -143,12 +143,14 @@ def run_cached(source: FolderSource, cache_dir: str | os.PathLike, *,
         writer = SegmentWriter(store if writable else None, source.walk.files,
                                FLUSH_SECONDS if flush_seconds is None else flush_seconds,
                                on_result, keep=checks)
-        try:
-            summary = run(_restricted(source, decision.compute), on_result=writer, **options)
-        except BaseException:
-            writer.close()  # commit what has arrived: Ctrl-C or an error resumes from here
-            raise
-        _finish(store, source, decision, segments, writer, junk)
+        with _decoding(decision):
+            try:
+                summary = run(_restricted(source, decision.compute), on_result=writer,
+                              **options)
+            except BaseException:
+                writer.close()  # commit what has arrived: Ctrl-C or an error resumes here
+                raise
+            _finish(store, source, decision, segments, writer, junk)
     finally:
         store.unlock()
     check = compare_verdicts(expected, fresh_verdicts(writer.kept, summary.skipped, checks))
@@ -308,6 +310,18 @@ def _every_row(rows: np.ndarray, count: int) -> bool:
     return len(rows) == count
 
 
+def _decoding(decision: CachePlan) -> AbstractContextManager:
+    """BLAS on one thread from the decoding through the compaction when files are decoded
+    (`normstats.engine.process_pool.one_blas_thread`, whose module only then loads): the
+    limit changed as the pool closed restarted OpenBLAS's helper thread, which spun
+    through the compaction, taking a core from it."""
+    if not len(decision.compute):
+        return nullcontext()
+    from normstats.engine.process_pool import one_blas_thread
+
+    return one_blas_thread()
+
+
 def _restricted(source: FolderSource, files: FileList) -> FolderSource:
     """The same folder source, listing only the files left to decode."""
     rest = copy.copy(source)
@@ -334,8 +348,8 @@ def _finish(store: DatasetCache, source: FolderSource, decision: CachePlan,
     # The run's own commits are packed and uncompressed, cheap to write; the compaction
     # rewrites them as the compressed arrays, one file each, that later runs read. What
     # arrived since the last commit goes straight in, not committed first to be read
-    # back at once (a cold run of under FLUSH_SECONDS and FLUSH_ROWS images commits
-    # nothing before its compaction).
+    # back at once (a cold run of under FLUSH_SECONDS whose records held stay under
+    # FLUSH_BYTES commits nothing before its compaction).
     if writer.store is None or not (writer.segments or writer.has_pending or
                                     needs_compaction(live, decision.stale, junk)):
         writer.close()

@@ -1,14 +1,17 @@
 """Committing a run's records to the cache as they arrive, a segment at a time.
 
 A `SegmentWriter` receives each decoded task's result in the process that runs the
-pipeline and commits what has arrived every ``flush_seconds`` or every `FLUSH_ROWS`
-images, whichever comes first: a kill loses at most that much work. These commits are not
-compressed: the compaction that ends the run (and compresses) reads them back at once,
-with what arrived since the last commit taken from memory (`pending`). A result is reduced
-on arrival to its record arrays and the listed row each record answers (its path
-strings are dropped: the listing has them), so the process holds ~110 bytes an image
-until the next commit, and afterwards 4 (the listed rows, which the compaction needs; 8
-past 2³¹ files).
+pipeline and commits what has arrived every ``flush_seconds``, or once the records it
+holds reach `FLUSH_BYTES`, whichever comes first: a kill loses at most that much work.
+These commits are not compressed: the compaction that ends the run (and compresses) reads
+them back at once, with what arrived since the last commit taken from memory (`pending`).
+A result is reduced on arrival to its record arrays, each in the narrowest dtype that
+holds its values exactly (`held`), and the listed row each record answers (its path
+strings are dropped: the listing has them). Images of 8 bits take ~30 bytes an image so
+(the records of an RGB PNG 16² take 104 as a run computes them), so a run of 100,000 of
+them holds 3 MB and commits nothing before its compaction unless it lasts
+``flush_seconds``; a commit and its reading back cost ~1 ms of the process's time per
+1,000 images.
 Segments are written by `normstats.engine.cache.listed_segment.write_listed`.
 
 Each record is keyed by the listed file it came from. A task's files are consecutive in
@@ -20,7 +23,6 @@ order).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -36,14 +38,13 @@ from normstats.maths.records import Records
 from normstats.sources.base import TaskResult
 from normstats.sources.file_list import FileEntry, FileList
 
-__all__ = ["SegmentWriter", "FLUSH_ROWS"]
+__all__ = ["SegmentWriter", "FLUSH_BYTES", "held"]
 
-#: Results are committed at least every this many images: what a run holds at most
-#: (~110 bytes an image, 1.8 MB). At 131,072 a cold run of 100,000 16² PNGs committed
-#: nothing before its compaction took every record from memory: filling the cache cost
-#: +6.4% in the benchmark, but the parent's peak rose to 1.57× a run without the cache
-#: (1.23× at this bound; the goal in benchmarks/README.md is 1.3×).
-FLUSH_ROWS = 1 << 14
+#: Results are committed at least when the records held reach this many bytes: what a run
+#: holds at most (`held`). A run of 100,000 PNGs 16² held 1.8 MB, committed every 16,384
+#: images, and filling the cache added 9-12% to it; holding all of them (3 MB, as `held`
+#: keeps them) the parent's peak stays under 1.3x a run without the cache.
+FLUSH_BYTES = 4 << 20
 
 log = logging.getLogger("normstats.engine.cache")
 OnResult = Callable[[TaskResult], None]
@@ -82,7 +83,7 @@ class SegmentWriter:
         self.written: list[WrittenSegment] = []
         self._pending: list[RecordRows] = []
         self._pending_failures: list[CachedFailure] = []
-        self._pending_rows = 0
+        self._pending_bytes = 0
         self._last = time.monotonic()
 
     def __call__(self, result: TaskResult) -> None:
@@ -95,7 +96,7 @@ class SegmentWriter:
                 self.kept.append(records.take(np.asarray(rows)))
         if self.store is not None:
             self._receive(result)
-        if self._pending_rows >= FLUSH_ROWS or \
+        if self._pending_bytes >= FLUSH_BYTES or \
                 time.monotonic() - self._last >= self.flush_seconds:
             self.flush()
 
@@ -104,9 +105,12 @@ class SegmentWriter:
         try:
             records = result.records
             if records is not None:
-                listed = self._rows_of(records.keys, result.images + len(result.skipped))
-                self._pending.append(RecordRows(dataclasses.replace(records, keys=()), listed))
-                self._pending_rows += len(listed)
+                listed = _narrowest(self._rows_of(records.keys,
+                                                  result.images + len(result.skipped)))
+                kept = held(records)
+                self._pending.append(RecordRows(kept, listed))
+                self._pending_bytes += listed.nbytes + sum(
+                    getattr(kept, name).nbytes for name in kept.array_fields())
             self._pending_failures += self._failures(result)
         except Exception as error:  # noqa: BLE001 - caching must never fail the run
             self._stop(error)
@@ -124,7 +128,7 @@ class SegmentWriter:
     def flush(self) -> None:
         """Commit what has arrived: one segment per kind of record, in listing order."""
         pending, failures = self._pending, self._pending_failures
-        self._pending, self._pending_failures, self._pending_rows = [], [], 0
+        self._pending, self._pending_failures, self._pending_bytes = [], [], 0
         self._last = time.monotonic()
         if self.store is None or not (pending or failures):
             return
@@ -152,14 +156,14 @@ class SegmentWriter:
     def compacted(self) -> None:
         """Let go of what `pending` gave: a compaction has committed it."""
         self.failures += self._pending_failures
-        self._pending, self._pending_failures, self._pending_rows = [], [], 0
+        self._pending, self._pending_failures, self._pending_bytes = [], [], 0
 
     def _stop(self, error: Exception) -> None:
         if self.store is not None:
             log.warning("normstats: stopped writing to the cache %s (%s); the result is "
                         "unaffected", self.store.path, error)
         self.store = None
-        self._pending, self._pending_failures, self._pending_rows = [], [], 0
+        self._pending, self._pending_failures, self._pending_bytes = [], [], 0
 
     def _failures(self, result: TaskResult) -> list[CachedFailure]:
         failures = []
@@ -175,13 +179,12 @@ class SegmentWriter:
     def _rows_of(self, keys: Sequence[str], span: int) -> np.ndarray:
         """The listed row of each key, looked up among the ``span`` files from the
         smallest key's (a task's files); `KeyError` for a key not listed."""
-        first = self._find(min(keys)) if keys else None
+        first = self.files.find_sorted(min(keys)) if keys else None
         if first is not None:
             files = self.files[first:first + span]
-            if len(keys) == len(files) and files.joined_paths().tobytes() == \
-                    "\0".join(keys).encode("utf-8", "surrogatepass"):
-                # the task's files, every one, in listing order: compared as the bytes
-                # the cache stores, without a path string or a dict made
+            if files.has_paths(keys):
+                # the task's files, every one, in listing order: compared as bytes,
+                # without a path string or a dict made
                 return np.arange(first, first + len(keys), dtype=np.int64)
             window = dict(zip(files.paths(), count(first)))
             rows = np.fromiter(map(window.get, keys, repeat(-1)), np.int64, len(keys))
@@ -194,22 +197,59 @@ class SegmentWriter:
 
     def _row(self, path: str) -> int | None:
         """The listed row of ``path``, or None."""
-        found = self._find(path)
+        found = self.files.find_sorted(path)
         return found if found is not None else self.rows.get(path)
-
-    def _find(self, path: str) -> int | None:
-        """The row of ``path`` by binary search (the listing is in path order), or None."""
-        files = self.files
-        low, high = 0, len(files)
-        while low < high:
-            middle = (low + high) // 2
-            if files[middle].path < path:
-                low = middle + 1
-            else:
-                high = middle
-        return low if low < len(files) and files[low].path == path else None
 
     @cached_property
     def rows(self) -> dict[str, int]:
         """Row of each path in ``files``, built only for a listing not in path order."""
         return dict(zip(self.files.paths(), count()))
+
+
+def held(records: Records) -> Records:
+    """``records`` as a `SegmentWriter` holds them until they are written: without their
+    keys, each array in the narrowest dtype that holds its values exactly (an 8-bit
+    image's minima and maxima in one byte, not a float64's eight). Only a segment's
+    writing reads them (`normstats.engine.cache.listed_segment`, which widens each array
+    back to its segment's dtype): an RGB PNG 16²'s record takes 26 bytes so, not 104.
+
+    Examples
+    --------
+    >>> from normstats.maths.records import records_from_stack
+    >>> records = records_from_stack(np.full((2, 4, 4, 3), 200, np.uint8))
+    >>> kept = held(records)
+    >>> kept.maximum.dtype, kept.sums.dtype, kept.sums_sq.dtype, kept.keys
+    (dtype('uint8'), dtype('uint16'), dtype('uint32'), ())
+    >>> bool((kept.sums_sq == records.sums_sq).all())
+    True
+    """
+    arrays = {name: _narrowest(getattr(records, name)) for name in records.array_fields()}
+    return records.replaced(keys=(), **arrays)
+
+
+_UNSIGNED = (np.uint8, np.uint16, np.uint32)
+_SIGNED = (np.int8, np.int16, np.int32)
+
+
+def _narrowest(values: np.ndarray) -> np.ndarray:
+    """``values`` (int64 or float64) in the narrowest integer dtype that holds every value
+    exactly, bit for bit once widened again; as they are when none does (a fraction, a
+    NaN, -0.0, a value past 32 bits)."""
+    if values.size == 0 or values.dtype.itemsize <= 1:
+        return values
+    if values.dtype.kind in "iu":
+        low, high = int(values.min()), int(values.max())
+        for dtype in _UNSIGNED if low >= 0 else _SIGNED:
+            limits = np.iinfo(dtype)
+            if limits.min <= low and high <= limits.max:
+                return values.astype(dtype)
+        return values
+    if values.dtype.kind != "f":
+        return values
+    low, high = values.min(), values.max()
+    if not (low >= 0 and high <= np.iinfo(np.uint16).max):  # NaN fails both
+        return values
+    narrow = values.astype(np.uint8 if high <= np.iinfo(np.uint8).max else np.uint16)
+    if np.array_equal(narrow, values) and not np.signbit(values).any():
+        return narrow
+    return values

@@ -245,3 +245,29 @@ def test_a_cache_found_unusable_early_is_said_once_and_the_run_goes_on(png_folde
     said = [r.message for r in caplog.records if "cannot use the cache" in r.message]
     assert len(said) == 1 and threads == ["normstats-cache-open"]
     assert (again.images, again.images_cached, again.mean) == (cold.images, 0, cold.mean)
+
+
+def test_the_blas_limit_of_a_run_that_decodes_holds_through_its_compaction(png_folder,
+                                                                         tmp_path,
+                                                                         monkeypatch):
+    """Changing BLAS's thread count after the pool's fork restarts OpenBLAS's helper
+    thread, which then spins ~0.1 s: the limit is held until the compaction is written,
+    and a warm run, which decodes nothing, sets none (nor loads the pool's module)."""
+    import sys
+
+    import normstats.engine.process_pool as process_pool_module
+
+    folder, _ = png_folder
+    seen = []
+    real = cache_run.write_listed
+
+    def compacting(*args, **kwargs):
+        seen.append(process_pool_module._blas_limits_open)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cache_run, "write_listed", compacting)
+    assert normstats.compute(folder, cache=tmp_path / "c", workers=2).images_decoded == 24
+    assert seen == [1] and process_pool_module._blas_limits_open == 0
+    monkeypatch.delitem(sys.modules, "normstats.engine.process_pool")
+    assert normstats.compute(folder, cache=tmp_path / "c", workers=2).images_cached == 24
+    assert "normstats.engine.process_pool" not in sys.modules

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from PIL import Image
 
 import normstats
@@ -16,7 +19,7 @@ from normstats.engine.cache import writer as writer_module
 from normstats.engine.cache.listed_segment import RecordRows, write_listed
 from normstats.engine.cache.segment import read_segment
 from normstats.engine.cache.store import DatasetCache
-from normstats.engine.cache.writer import SegmentWriter
+from normstats.engine.cache.writer import SegmentWriter, _narrowest, held
 from normstats.maths.records import concat_records, cross_sums_wanted, records_from_stack
 from normstats.sources.base import TaskResult
 from normstats.sources.decoding.policy import DecodePolicy
@@ -39,11 +42,11 @@ def loaded(store: DatasetCache) -> list:
 
 
 def test_many_commits_end_as_one_segment_in_listing_order(tmp_path, monkeypatch):
-    """Commits every 3 images, from two worker processes finishing in any order: the run
+    """Commits after every task, from two worker processes finishing in any order: the run
     ends with one segment whose rows are the listing's, so the next plan matches it row
     for row, and every run equals a cold run bit for bit."""
     folder = make_folder(tmp_path / "data", 40)
-    monkeypatch.setattr(writer_module, "FLUSH_ROWS", 3)
+    monkeypatch.setattr(writer_module, "FLUSH_BYTES", 1)
     reference = normstats.compute(folder, cache=False, workers=1)
     first = normstats.compute(folder, cache=tmp_path / "c", workers=2, task_size=2)
     store = DatasetCache.open(tmp_path / "c", str(folder), DecodePolicy())
@@ -94,6 +97,81 @@ def test_a_result_waiting_for_its_commit_holds_no_path_strings(tmp_path):
     writer(result_of(files, [0, 1, 2, 3], 0))
     assert [part.records.keys for part in writer._pending] == [()]
     assert writer._pending[0].listed.tolist() == [0, 1, 2, 3]
+
+
+def test_an_8_bit_rgb_image_is_held_in_26_bytes_and_written_as_computed(tmp_path):
+    """Each array in its narrowest exact dtype: pixels 2 bytes, minima and maxima 1 a
+    channel, sums 2 and squares 4 (an RGB image of 16²), not 104 bytes; the segment written
+    from the records held is the one written from the records as computed, digest and
+    all."""
+    rng = np.random.default_rng(3)
+    stack = rng.integers(0, 256, (5, 16, 16, 3), dtype=np.uint8)
+    records = records_from_stack(stack, keys=tuple(f"{i}.png" for i in range(5)),
+                                 channel_names=("R", "G", "B"))
+    kept = held(records)
+    assert sum(getattr(kept, f).nbytes for f in kept.array_fields()) == 5 * 26
+    assert sum(getattr(records, f).nbytes for f in records.array_fields()) == 5 * 104
+    files = FileList.from_columns(list(records.keys), np.arange(5), np.arange(5))
+    written = []
+    for name, part in (("computed", records), ("held", kept)):
+        store = DatasetCache.open(tmp_path / name, str(tmp_path / "data"), DecodePolicy())
+        segment = write_listed(store, files, [RecordRows(part, np.array([3, 0, 4, 1, 2]))],
+                               (), ())
+        folder = store.segments_dir / segment.name
+        written.append({f.relative_to(folder): f.read_bytes() for f in folder.rglob("*")
+                        if f.is_file()})
+        (loaded_segment,) = loaded(store)
+        assert loaded_segment is not None
+    assert written[0] == written[1] and len(written[0]) > 10  # every array, byte for byte
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    hnp.arrays(np.int64, st.integers(0, 6), elements=st.one_of(
+        st.integers(-2**63, 2**63 - 1), st.integers(-70000, 70000), st.integers(0, 300),
+        st.sampled_from([0, 255, 256, 65535, 65536, 2**31 - 1, 2**31, 2**32 - 1, 2**32,
+                         -1, -128, -129, -32768, -32769, -2**31, -2**31 - 1]))),
+    hnp.arrays(np.float64, st.integers(0, 6), elements=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True), st.integers(0, 70000).map(float),
+        st.sampled_from([-0.0, 0.0, 0.5, 255.0, 255.5, 256.0, 65535.0, 65536.0, -1.0,
+                         float("nan"), float("inf")])))))
+def test_an_array_held_narrow_widens_back_bit_for_bit(values):
+    """Against the values themselves: whatever the narrow dtype, widening it back to the
+    array's own dtype gives the same bits (-0.0, NaN, fractions and values past 32 bits
+    stay as they are), and never a wider one."""
+    narrow = _narrowest(values)
+    assert narrow.dtype.itemsize <= values.dtype.itemsize
+    widened = narrow.astype(values.dtype)
+    assert widened.tobytes() == values.tobytes()
+    if narrow.dtype != values.dtype:
+        assert narrow.dtype.kind in "iu"
+
+
+@pytest.mark.parametrize("values, dtype", [
+    ([0, 255], np.uint8), ([0, 256], np.uint16), ([0, 65536], np.uint32),
+    ([0, 2**32], np.int64), ([-1, 127], np.int8), ([-129, 0], np.int16),
+    ([-2**31, 2**31 - 1], np.int32), ([0.0, 255.0], np.uint8), ([0.0, 256.0], np.uint16),
+    ([0.0, 65536.0], np.float64), ([0.5, 1.0], np.float64), ([-0.0, 1.0], np.float64)])
+def test_an_array_is_held_in_the_narrowest_dtype_that_holds_it(values, dtype):
+    kind = np.float64 if isinstance(values[0], float) else np.int64
+    assert _narrowest(np.array(values, kind)).dtype == dtype
+
+
+def test_records_are_committed_when_those_held_reach_flush_bytes(tmp_path, monkeypatch):
+    """What a run holds is bounded in bytes as held (`held`), not in images: results are
+    committed once the bytes held reach FLUSH_BYTES, and not before."""
+    files = FileList.from_columns([f"{i:02d}.png" for i in range(12)], [1] * 12, [2] * 12)
+    store = DatasetCache.open(tmp_path, str(tmp_path / "data"), DecodePolicy())
+    one = held(result_of(files, [0, 1, 2, 3], 0).records)
+    size = sum(getattr(one, f).nbytes for f in one.array_fields()) + 4  # rows as uint8
+    monkeypatch.setattr(writer_module, "FLUSH_BYTES", 2 * size)
+    writer = SegmentWriter(store, files, flush_seconds=3600)
+    writer(result_of(files, [0, 1, 2, 3], 0))
+    assert writer.segments == 0 and writer._pending_bytes == size
+    writer(result_of(files, [4, 5, 6, 7], 1))
+    assert writer.segments == 1 and writer._pending_bytes == 0
+    writer(result_of(files, [8, 9, 10, 11], 2))
+    assert writer.segments == 1 and writer.has_pending
 
 
 def parts(valid: tuple[bool, bool], cross: tuple[bool, bool]) -> list[RecordRows]:
@@ -175,7 +253,7 @@ def test_replaced_segments_are_moved_aside_and_deleted_before_the_run_returns(tm
     the run waits for it before it returns: a caller that copies or deletes the cache next
     (as `shutil.rmtree` in a benchmark did) never races the deletion."""
     folder = make_folder(tmp_path / "data", 12)
-    monkeypatch.setattr(writer_module, "FLUSH_ROWS", 3)
+    monkeypatch.setattr(writer_module, "FLUSH_BYTES", 1)
     normstats.compute(folder, cache=tmp_path / "c", workers=1, task_size=2)
     store = DatasetCache.open(tmp_path / "c", str(folder), DecodePolicy())
     assert len([p for p in store.segments_dir.iterdir() if p.is_dir()]) == 1
