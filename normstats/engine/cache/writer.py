@@ -7,11 +7,10 @@ These commits are not compressed: the compaction that ends the run (and compress
 them back at once, with what arrived since the last commit taken from memory (`pending`).
 A result is reduced on arrival to its record arrays, each in the narrowest dtype that
 holds its values exactly (`held`), and the listed row each record answers (its path
-strings are dropped: the listing has them). Images of 8 bits take ~30 bytes an image so
-(the records of an RGB PNG 16² take 104 as a run computes them), so a run of 100,000 of
-them holds 3 MB and commits nothing before its compaction unless it lasts
-``flush_seconds``; a commit and its reading back cost ~1 ms of the process's time per
-1,000 images.
+strings are dropped: the listing has them). An RGB PNG 16² then takes 30 bytes: 26 of
+record (104 as a run computes them) and 4 of listed row. A run of 100,000 of them holds
+3 MB and commits nothing before its compaction unless it lasts ``flush_seconds``; a
+commit and its reading back cost ~1 ms of the process's time per 1,000 images.
 Segments are written by `normstats.engine.cache.listed_segment.write_listed`.
 
 Each record is keyed by the listed file it came from. A task's files are consecutive in
@@ -43,8 +42,9 @@ __all__ = ["SegmentWriter", "FLUSH_BYTES", "held"]
 #: Results are committed at least when the records held reach this many bytes: what a run
 #: holds at most (`held`). A cold run of 100,000 PNGs 16² committed every 16,384 images
 #: (1.8 MB as computed) and filling the cache added 9-12% to it; it holds all of them now
-#: (2.6 MB; 11 MB as computed took the parent's peak to 1.45x a run without the cache),
-#: commits nothing before its compaction, and filling the cache adds 6-8% (peak 1.25x).
+#: (3 MB with their listed rows; 11 MB as computed took the parent's peak to 1.45x a run
+#: without the cache), commits nothing before its compaction, and filling the cache adds
+#: 6-8% (peak 1.25x).
 FLUSH_BYTES = 4 << 20
 
 log = logging.getLogger("normstats.engine.cache")
